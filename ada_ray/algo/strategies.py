@@ -1,0 +1,175 @@
+"""How each algorithm samples one prompt and turns its pool into a training group.
+
+A strategy answers three questions for the scheduler: how many samples each prompt of a new
+cohort gets in its first round, whether a prompt needs another round after a round completes
+(and of what size), and what the kept group and its advantages are at the end.
+
+grpo            one round of n; group-mean advantages (std-normalised by default)
+dapo            like grpo; zero-signal groups are dropped and replaced (the scheduler caps draws)
+ada_seq_pos     rounds of M until |pos| >= K_pos or R rounds; balanced downsample; pool baseline
+ada_seq_balance rounds of M until |pos| >= K_pos and |neg| >= K_neg or R rounds; same
+ada_est         one round of n_i ~ w(p_hat_i) (exact total over the cohort); all samples trained
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ada_ray.algo.advantages import est_advantages, group_advantages, is_zero_signal, pool_advantages
+from ada_ray.algo.allocation import allocate
+from ada_ray.algo.downsample import balanced_downsample, unfinished_downsample
+from ada_ray.algo.estimator import PassRateEstimator
+from ada_ray.algo.exit_rules import ExitRule, exit_rule_for
+from ada_ray.algo.types import Group, Prompt, Sample
+from ada_ray.config import AlgoConfig, effective_norm_adv_by_std
+
+
+@dataclass
+class PromptState:
+    """A prompt in flight: its pool for this step, in first-collected (scoring) order."""
+
+    prompt: Prompt
+    cohort: int
+    threshold: float
+    pool: list[Sample] = field(default_factory=list)
+    rounds_done: int = 0
+    round0_rewards: list[float] = field(default_factory=list)
+
+    @property
+    def pos(self) -> list[Sample]:
+        return [s for s in self.pool if s.positive(self.threshold)]
+
+    @property
+    def neg(self) -> list[Sample]:
+        return [s for s in self.pool if not s.positive(self.threshold)]
+
+    @property
+    def pool_size(self) -> int:
+        return len(self.pool)
+
+    def add_round(self, samples: list[Sample]) -> None:
+        if self.rounds_done == 0:
+            self.round0_rewards = [s.reward for s in samples]
+        self.pool.extend(samples)
+        self.rounds_done += 1
+
+    def to_state(self) -> dict:
+        return {"prompt_id": self.prompt.prompt_id, "cohort": self.cohort, "rounds_done": self.rounds_done,
+                "round0_rewards": list(self.round0_rewards), "pool": [sample_to_dict(s) for s in self.pool]}
+
+
+def sample_to_dict(s: Sample) -> dict:
+    return {"prompt_id": s.prompt_id, "completion_ids": list(s.completion_ids),
+            "behaviour_logprobs": list(s.behaviour_logprobs), "reward": s.reward, "version": s.version,
+            "round": s.round, "text": s.text, "finish_reason": s.finish_reason, "reward_error": s.reward_error}
+
+
+def sample_from_dict(d: dict) -> Sample:
+    return Sample(**d)
+
+
+class Strategy:
+    name = "base"
+    replaces_zero_signal = False
+
+    def __init__(self, algo: AlgoConfig):
+        self.algo = algo
+        self.rule: ExitRule = exit_rule_for(algo)
+        self.threshold = algo.positive_threshold
+
+    def first_round_sizes(self, prompts: list[Prompt], estimator: PassRateEstimator) -> list[int]:
+        return [self.algo.n] * len(prompts)
+
+    def next_round_size(self, st: PromptState) -> Optional[int]:
+        return None
+
+    def exit_fired(self, st: PromptState) -> bool:
+        return True
+
+    def finalize(self, st: PromptState) -> Group:
+        raise NotImplementedError
+
+    def _group(self, st: PromptState, kept: list[Sample], adv: list[float]) -> Group:
+        return Group(
+            prompt_id=st.prompt.prompt_id, prompt_ids=list(st.prompt.token_ids), samples=kept,
+            advantages=[float(a) for a in adv], cohort=st.cohort, pool_size=st.pool_size,
+            pool_positives=len(st.pos), rounds=st.rounds_done, exit_fired=self.exit_fired(st),
+            round0_rewards=list(st.round0_rewards), difficulty=st.prompt.difficulty,
+        )
+
+
+class GRPO(Strategy):
+    name = "grpo"
+
+    def finalize(self, st: PromptState) -> Group:
+        kept = list(st.pool)
+        adv = group_advantages([s.reward for s in kept], effective_norm_adv_by_std(self.algo))
+        return self._group(st, kept, adv)
+
+
+class DAPO(GRPO):
+    name = "dapo"
+    replaces_zero_signal = True
+
+    @staticmethod
+    def is_zero_signal(group: Group) -> bool:
+        return is_zero_signal([s.reward for s in group.samples])
+
+
+class AdaSeq(Strategy):
+    """Reinforce-Ada-Seq (pos or balance): sequential rounds with an exit rule."""
+
+    def first_round_sizes(self, prompts: list[Prompt], estimator: PassRateEstimator) -> list[int]:
+        return [self.algo.samples_per_round] * len(prompts)
+
+    def exit_fired(self, st: PromptState) -> bool:
+        return self.rule.satisfied(len(st.pos), len(st.neg))
+
+    def next_round_size(self, st: PromptState) -> Optional[int]:
+        if self.rule.done(len(st.pos), len(st.neg), st.rounds_done):
+            return None
+        return self.algo.samples_per_round
+
+    def finalize(self, st: PromptState) -> Group:
+        if self.exit_fired(st):
+            kept = balanced_downsample(st.pos, st.neg, self.algo.n)
+        else:
+            kept = unfinished_downsample(st.pos, st.neg, self.algo.n, self.rule.kind)
+        adv = pool_advantages([s.reward for s in kept], len(st.pos), st.pool_size,
+                              norm_by_std=effective_norm_adv_by_std(self.algo),
+                              inverse_p_weight=self.algo.inverse_p_weight)
+        return self._group(st, kept, adv)
+
+
+class AdaEst(Strategy):
+    """Reinforce-Ada-Est: budget n_i ~ w(p_hat_i) from the pass-rate memory; all samples train."""
+
+    name = "ada_est"
+
+    def first_round_sizes(self, prompts: list[Prompt], estimator: PassRateEstimator) -> list[int]:
+        a = self.algo
+        b = len(prompts)
+        total = int(round(a.est_mean_samples * b))
+        total = min(max(total, b * a.est_n_min), b * a.est_n_max)
+        p_hats = [estimator.estimate(p.prompt_id) for p in prompts]
+        return allocate(p_hats, total, a.est_n_min, a.est_n_max, a.est_weight)
+
+    def finalize(self, st: PromptState) -> Group:
+        kept = list(st.pool)
+        adv = est_advantages([s.reward for s in kept], len(st.pos), self.algo.est_residual_weight)
+        return self._group(st, kept, adv)
+
+
+def make_strategy(algo: AlgoConfig) -> Strategy:
+    if algo.name == "grpo":
+        return GRPO(algo)
+    if algo.name == "dapo":
+        return DAPO(algo)
+    if algo.name in ("ada_seq_pos", "ada_seq_balance"):
+        s = AdaSeq(algo)
+        s.name = algo.name
+        return s
+    if algo.name == "ada_est":
+        return AdaEst(algo)
+    raise ValueError(f"unknown algo.name {algo.name!r}")

@@ -1,0 +1,555 @@
+"""The one config schema of ada_ray: dataclasses + OmegaConf.
+
+Owns: every knob (data, model, algo, sampler, learner, weight sync, trainer, tracking), loading YAML
+presets from conf/ (with a small ``defaults: [other.yaml]`` list for inheritance), dotted
+``key=value`` overrides from the command line, and validation. Every mistake - an unknown key, a
+wrong type, an impossible combination - is reported as one :class:`ConfigError` naming the key and
+what was expected, before anything starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+
+ALGORITHMS = ("grpo", "dapo", "ada_seq_pos", "ada_seq_balance", "ada_est")
+ADA_SEQ = ("ada_seq_pos", "ada_seq_balance")
+
+
+class ConfigError(ValueError):
+    """A configuration mistake; the message names the file or key and what was expected."""
+
+
+# ----------------------------------------------------------------------------------------------
+# schema
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class DataConfig:
+    # embedded: the built-in chain-sum task; jsonl / parquet / hf_disk: user datasets on disk.
+    source: str = "embedded"
+    train_path: Optional[str] = None
+    eval_path: Optional[str] = None
+    question_field: str = "question"
+    answer_field: str = "answer"
+    id_field: Optional[str] = None
+    difficulty_field: Optional[str] = None
+    # raw: the question as is; math_boxed: the paper's template (system prompt + suffix) rendered
+    # with the tokenizer's chat template when it has one.
+    prompt_template: str = "raw"
+    system_prompt: str = "Please reason step by step, and put your final answer within \\boxed{}."
+    max_prompt_tokens: int = 32
+    # reward: "exact" (string match), "math" (math-verify on the last \boxed{}), or
+    # "module.path:function" naming a function (completion, answer) -> float.
+    reward: str = "exact"
+    reward_timeout_s: float = 5.0
+    # embedded task: chain sums written compactly ("57+38-9="); levels are TxD (terms x digits).
+    levels: list[str] = field(default_factory=lambda: ["2x1", "3x1", "2x2", "3x2", "2x3", "4x2"])
+    train_per_level: int = 500
+    eval_per_level: int = 50
+    seed: int = 0
+
+
+@dataclass
+class EmbeddedModelConfig:
+    """Shape of the tiny Qwen2 policy built locally (no hub)."""
+
+    hidden_size: int = 128
+    intermediate_size: int = 512
+    num_layers: int = 4
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    max_positions: int = 64
+
+
+@dataclass
+class WarmStartConfig:
+    """Supervised warm-start of the embedded policy on the embedded task."""
+
+    steps: int = 1500
+    batch_size: int = 64
+    lr: float = 3e-3
+    warmup_steps: int = 50
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.01
+    seed: int = 0
+    threads: int = 2
+
+
+@dataclass
+class ModelConfig:
+    # "embedded": build + warm-start the tiny policy into cache_dir (once); else a local folder
+    # with a transformers checkpoint (or a hub name on machines that reach the hub).
+    path: str = "embedded"
+    cache_dir: Optional[str] = None  # default: $ADA_RAY_CACHE or ~/.cache/ada_ray
+    dtype: str = "auto"  # auto | float32 | bfloat16 | float16
+    embedded: EmbeddedModelConfig = field(default_factory=EmbeddedModelConfig)
+    warmstart: WarmStartConfig = field(default_factory=WarmStartConfig)
+
+
+@dataclass
+class AlgoConfig:
+    name: str = "ada_seq_balance"
+    n: int = 4  # update group size per prompt
+    samples_per_round: int = 8  # M
+    max_rounds: int = 4  # R
+    k_pos: Optional[int] = None  # default: 1 (pos) or floor(n/2) (balance)
+    k_neg: Optional[int] = None  # default: n - floor(n/2) (balance)
+    positive_threshold: float = 0.7
+    norm_adv_by_std: Optional[bool] = None  # default: true for grpo/dapo, false otherwise
+    inverse_p_weight: bool = False  # paper v3 1/p-hat factor for ada_seq
+    # ada_est
+    est_alpha: float = 1.0
+    est_beta: float = 16.0
+    est_lambda: float = 0.9
+    est_mean_samples: float = 8.0
+    est_weight: str = "inv_sqrt"  # inv_sqrt | inv
+    est_n_min: int = 2
+    est_n_max: int = 32
+    est_residual_weight: bool = True
+    # dapo: at most this many prompts drawn per batch, as a multiple of the batch size
+    dapo_max_draws_factor: float = 3.0
+    # policy loss
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    dual_clip_c: Optional[float] = 10.0
+    entropy_coef: float = 0.0
+    kl_coef: float = 0.0
+    loss_agg: str = "token_mean"  # token_mean | seq_mean_token_mean
+    # decoupled off-policy correction: importance weight prox/behaviour truncated at this cap
+    # (null turns the correction off)
+    tis_cap: Optional[float] = 2.0
+
+
+@dataclass
+class SamplerConfig:
+    num_samplers: int = 1
+    engine: str = "vllm"
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    max_new_tokens: int = 8
+    max_model_len: int = 64
+    max_num_seqs: int = 256
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    gpu_memory_utilization: float = 0.5
+    tensor_parallel_size: int = 1
+    kv_cache_gib: float = 1.0  # CPU engine only
+    enforce_eager: bool = True
+    seed: int = 0
+    lease_timeout_s: float = 600.0
+    reward_workers: int = 0  # 0: score in the sampler's thread; >0: a process pool
+
+
+@dataclass
+class LearnerConfig:
+    num_learners: int = 1
+    lr: float = 1e-4
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.99])
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    grad_clip: float = 1.0
+    zero_stage: int = 0
+    micro_batch_size: int = 256  # sequences per forward/backward
+    mini_batches: int = 1  # optimizer steps per training step (PPO mini-batches)
+    dtype: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | float32 | bfloat16
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    gradient_checkpointing: bool = False
+    max_nonfinite_steps: int = 5  # stop after this many NaN/inf losses in a row
+
+
+@dataclass
+class WeightSyncConfig:
+    backend: str = "auto"  # auto (nccl on GPU, gloo on CPU) | gloo | nccl
+    bucket_mb: float = 64.0
+    packing: str = "auto"  # auto | per_tensor | flat
+    host: str = "auto"  # address the learner's store binds; auto: 127.0.0.1 or the node IP
+    timeout_s: float = 300.0
+
+
+@dataclass
+class TrainerConfig:
+    mode: str = "async"  # async | sync
+    total_steps: int = 200
+    total_epochs: Optional[int] = None
+    batch_prompts: int = 32  # B: prompts (groups) per training step
+    max_staleness: int = 2
+    prompt_order: str = "sequential"  # sequential | hardest_first | weighted
+    eval_every: int = 50
+    eval_samples: int = 8
+    eval_temperature: float = 1.0
+    save_every: int = 0
+    resume: Optional[str] = None  # null | auto | PATH
+    output_dir: str = "runs"
+    run_name: Optional[str] = None
+    seed: int = 0
+    ray_address: Optional[str] = None  # default: $RAY_ADDRESS, else a local cluster
+    ray_num_cpus: Optional[int] = None
+    progress: str = "auto"  # auto | rich | plain | off
+
+
+@dataclass
+class TrackingConfig:
+    enabled: bool = True
+    uri: Optional[str] = None  # default: $MLFLOW_TRACKING_URI, else sqlite in the run dir
+    experiment: str = "ada_ray"
+
+
+@dataclass
+class AdaRayConfig:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
+    weight_sync: WeightSyncConfig = field(default_factory=WeightSyncConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "data.source": ("embedded", "jsonl", "parquet", "hf_disk"),
+    "data.prompt_template": ("raw", "math_boxed"),
+    "model.dtype": ("auto", "float32", "bfloat16", "float16"),
+    "algo.name": ALGORITHMS,
+    "algo.est_weight": ("inv_sqrt", "inv"),
+    "algo.loss_agg": ("token_mean", "seq_mean_token_mean"),
+    "sampler.engine": ("vllm",),
+    "learner.dtype": ("auto", "float32", "bfloat16"),
+    "weight_sync.backend": ("auto", "gloo", "nccl"),
+    "weight_sync.packing": ("auto", "per_tensor", "flat"),
+    "trainer.mode": ("async", "sync"),
+    "trainer.prompt_order": ("sequential", "hardest_first", "weighted"),
+    "trainer.progress": ("auto", "rich", "plain", "off"),
+}
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+
+# ----------------------------------------------------------------------------------------------
+# loading
+# ----------------------------------------------------------------------------------------------
+
+
+def _schema() -> DictConfig:
+    cfg = OmegaConf.structured(AdaRayConfig)
+    OmegaConf.set_struct(cfg, True)
+    return cfg
+
+
+def _valid_keys(prefix: str) -> list[str]:
+    node = OmegaConf.select(_schema(), prefix) if prefix else _schema()
+    return sorted(node.keys()) if isinstance(node, DictConfig) else []
+
+
+def _field_type(key: str) -> str:
+    """The annotated type of a dotted schema key, e.g. 'int' for 'algo.n'."""
+    cls: Any = AdaRayConfig
+    for part in key.split("."):
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        f = fields[part]
+        if f.default_factory is not dataclasses.MISSING:  # nested section or list
+            value = f.default_factory()  # type: ignore[misc]
+            if dataclasses.is_dataclass(value):
+                cls = type(value)
+                continue
+        return str(f.type).replace("Optional[", "null or ").rstrip("]") if "Optional" in str(f.type) else str(f.type)
+    return "a section (mapping)"
+
+
+def _explain(exc: OmegaConfBaseException, source: str) -> ConfigError:
+    key = getattr(exc, "full_key", None) or ""
+    msg = str(exc).splitlines()[0]
+    if isinstance(exc, ConfigKeyError) or " not in '" in msg:
+        parent = key.rsplit(".", 1)[0] if "." in key else ""
+        where = f"under '{parent}'" if parent else "at the top level"
+        return ConfigError(f"{source}: unknown config key '{key}'; valid keys {where}: {', '.join(_valid_keys(parent))}")
+    if key:
+        try:
+            expected = _field_type(key)
+        except (KeyError, TypeError):
+            expected = "the type in ada_ray/config.py"
+        return ConfigError(f"{source}: bad value for '{key}': {msg} (expected {expected})")
+    return ConfigError(f"{source}: {msg}")
+
+
+def _load_yaml(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[str, DictConfig]]:
+    """A YAML file and the files its ``defaults`` list names, base files first."""
+    path = path.resolve()
+    if path in seen:
+        raise ConfigError(f"{path}: 'defaults' forms a cycle ({' -> '.join(str(p) for p in seen + (path,))})")
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        node = OmegaConf.load(path)
+    except Exception as exc:  # yaml syntax errors
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if node is None or (isinstance(node, DictConfig) and len(node) == 0):
+        return []
+    if not isinstance(node, DictConfig):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got a {type(node).__name__}")
+    out: list[tuple[str, DictConfig]] = []
+    if "defaults" in node:
+        bases = node.pop("defaults")
+        if isinstance(bases, str):
+            bases = [bases]
+        if not isinstance(bases, (list, ListConfig)):
+            raise ConfigError(f"{path}: 'defaults' must be a list of YAML paths relative to this file")
+        for base in bases:
+            out.extend(_load_yaml(path.parent / str(base), seen + (path,)))
+    out.append((str(path), node))
+    return out
+
+
+def resolve_config_path(name: str | os.PathLike | None) -> Optional[Path]:
+    """A config argument: a path, or a preset name found in conf/ (with or without .yaml)."""
+    if name is None:
+        return None
+    p = Path(name)
+    if p.is_file():
+        return p
+    for cand in (CONF_DIR / p, CONF_DIR / f"{p}.yaml", CONF_DIR / p.name):
+        if cand.is_file():
+            return cand
+    raise ConfigError(f"config file not found: {name} (looked in . and {CONF_DIR})")
+
+
+def parse_overrides(overrides: list[str]) -> DictConfig:
+    for ov in overrides:
+        if "=" not in ov or ov.startswith("="):
+            raise ConfigError(f"command line: override '{ov}' is not of the form key=value (e.g. algo.n=8)")
+    try:
+        return OmegaConf.from_dotlist(list(overrides))
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"command line: cannot parse overrides: {exc}") from None
+
+
+def load_config(
+    path: str | os.PathLike | None = None,
+    overrides: list[str] | None = None,
+    *,
+    validate_config: bool = True,
+) -> AdaRayConfig:
+    """Schema defaults <- YAML (and its defaults list) <- dotted overrides, then validation."""
+    cfg = _schema()
+    layers: list[tuple[str, Any]] = []
+    p = resolve_config_path(path)
+    if p is not None:
+        layers.extend(_load_yaml(p))
+    if overrides:
+        layers.append(("command line", parse_overrides(list(overrides))))
+    for source, layer in layers:
+        try:
+            cfg = OmegaConf.merge(cfg, layer)
+        except OmegaConfBaseException as exc:
+            raise _explain(exc, source) from None
+    try:
+        obj: AdaRayConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+    except OmegaConfBaseException as exc:
+        raise _explain(exc, "config") from None
+    if validate_config:
+        validate(obj)
+    return obj
+
+
+def to_yaml(cfg: AdaRayConfig) -> str:
+    return OmegaConf.to_yaml(OmegaConf.structured(cfg))
+
+
+def to_dict(cfg: AdaRayConfig) -> dict[str, Any]:
+    return OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)  # type: ignore[return-value]
+
+
+def from_dict(d: dict[str, Any]) -> AdaRayConfig:
+    """Rebuild a config from :func:`to_dict` output (checkpoints, Ray actors)."""
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(_schema(), d))  # type: ignore[return-value]
+    except OmegaConfBaseException as exc:
+        raise _explain(exc, "saved config") from None
+
+
+def flatten(cfg: AdaRayConfig) -> dict[str, Any]:
+    """Dotted-key view, e.g. {'algo.n': 4, ...} (MLflow params)."""
+    out: dict[str, Any] = {}
+
+    def walk(prefix: str, node: Any) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(f"{prefix}.{k}" if prefix else k, v)
+        else:
+            out[prefix] = node
+
+    walk("", to_dict(cfg))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# validation
+# ----------------------------------------------------------------------------------------------
+
+
+def _err(key: str, expected: str, got: Any) -> ConfigError:
+    return ConfigError(f"config: '{key}' must be {expected} (got {got!r})")
+
+
+def effective_k_pos(a: AlgoConfig) -> int:
+    if a.k_pos is not None:
+        return a.k_pos
+    return 1 if a.name == "ada_seq_pos" else a.n // 2
+
+
+def effective_k_neg(a: AlgoConfig) -> int:
+    if a.k_neg is not None:
+        return a.k_neg
+    return 0 if a.name == "ada_seq_pos" else a.n - a.n // 2
+
+
+def effective_norm_adv_by_std(a: AlgoConfig) -> bool:
+    if a.norm_adv_by_std is not None:
+        return a.norm_adv_by_std
+    return a.name in ("grpo", "dapo")
+
+
+def validate(cfg: AdaRayConfig) -> None:
+    """Raise ConfigError for the first impossible setting found."""
+    for key, allowed in CHOICES.items():
+        value = OmegaConf.select(OmegaConf.structured(cfg), key)
+        if value not in allowed:
+            raise _err(key, f"one of {', '.join(allowed)}", value)
+
+    a, d, s, lr, t, w = cfg.algo, cfg.data, cfg.sampler, cfg.learner, cfg.trainer, cfg.weight_sync
+
+    def positive(key: str, value: Any, strict: bool = True) -> None:
+        if value is None or (value <= 0 if strict else value < 0):
+            raise _err(key, "> 0" if strict else ">= 0", value)
+
+    positive("algo.n", a.n)
+    if a.name in ("grpo", "dapo") and a.n < 2:
+        raise _err("algo.n", f">= 2 for {a.name} (a group of one has no baseline)", a.n)
+    if a.name == "ada_seq_balance" and a.n < 2:
+        raise _err("algo.n", ">= 2 for ada_seq_balance (it keeps n/2 positives and n/2 negatives)", a.n)
+    if a.samples_per_round < 1:
+        raise _err("algo.samples_per_round", ">= 1", a.samples_per_round)
+    if a.max_rounds < 1:
+        raise _err("algo.max_rounds", ">= 1", a.max_rounds)
+    if a.name in ADA_SEQ:
+        budget = a.samples_per_round * a.max_rounds
+        if budget < a.n:
+            raise ConfigError(
+                f"config: the sample budget algo.samples_per_round x algo.max_rounds = "
+                f"{a.samples_per_round} x {a.max_rounds} = {budget} is below algo.n = {a.n}"
+            )
+        kp, kn = effective_k_pos(a), effective_k_neg(a)
+        if kp < 0 or kn < 0:
+            raise _err("algo.k_pos/algo.k_neg", ">= 0", (kp, kn))
+        if kp + kn > budget:
+            raise ConfigError(
+                f"config: algo.k_pos + algo.k_neg = {kp + kn} can never be reached with at most "
+                f"{budget} samples (algo.samples_per_round x algo.max_rounds)"
+            )
+        if a.name == "ada_seq_pos" and kp < 1:
+            raise _err("algo.k_pos", ">= 1 for ada_seq_pos", kp)
+    if not 0.0 <= a.positive_threshold < 1.0 + 1e-9:
+        raise _err("algo.positive_threshold", "in [0, 1]", a.positive_threshold)
+    if a.name == "ada_est":
+        if a.est_n_min < 1:
+            raise _err("algo.est_n_min", ">= 1", a.est_n_min)
+        if a.est_n_max < a.est_n_min:
+            raise _err("algo.est_n_max", f">= algo.est_n_min ({a.est_n_min})", a.est_n_max)
+        if not a.est_n_min <= a.est_mean_samples <= a.est_n_max:
+            raise _err(
+                "algo.est_mean_samples", f"within [algo.est_n_min, algo.est_n_max] = [{a.est_n_min}, {a.est_n_max}]",
+                a.est_mean_samples,
+            )
+        if a.est_n_min < 2:
+            raise _err("algo.est_n_min", ">= 2 (a prompt with one sample has no baseline)", a.est_n_min)
+        positive("algo.est_alpha", a.est_alpha)
+        positive("algo.est_beta", a.est_beta)
+        if not 0.0 < a.est_lambda <= 1.0:
+            raise _err("algo.est_lambda", "in (0, 1]", a.est_lambda)
+    if a.name == "dapo" and a.dapo_max_draws_factor < 1.0:
+        raise _err("algo.dapo_max_draws_factor", ">= 1", a.dapo_max_draws_factor)
+    if not 0.0 < a.clip_low < 1.0:
+        raise _err("algo.clip_low", "in (0, 1)", a.clip_low)
+    positive("algo.clip_high", a.clip_high)
+    if a.dual_clip_c is not None and a.dual_clip_c <= 1.0:
+        raise _err("algo.dual_clip_c", "> 1 or null", a.dual_clip_c)
+    if a.tis_cap is not None and a.tis_cap < 1.0:
+        raise _err("algo.tis_cap", ">= 1 or null", a.tis_cap)
+    positive("algo.entropy_coef", a.entropy_coef, strict=False)
+    positive("algo.kl_coef", a.kl_coef, strict=False)
+
+    positive("data.max_prompt_tokens", d.max_prompt_tokens)
+    positive("data.reward_timeout_s", d.reward_timeout_s)
+    if d.source != "embedded" and not d.train_path:
+        raise _err("data.train_path", f"a path for data.source={d.source}", d.train_path)
+    if d.source == "embedded":
+        from ada_ray.data.embedded_task import parse_level  # local import: data imports config
+
+        for lv in d.levels:
+            try:
+                parse_level(lv)
+            except ValueError as exc:
+                raise _err("data.levels", f"a list of TxD levels such as 2x1 ({exc})", list(d.levels)) from None
+        if not d.levels:
+            raise _err("data.levels", "a non-empty list", list(d.levels))
+        positive("data.train_per_level", d.train_per_level)
+        positive("data.eval_per_level", d.eval_per_level, strict=False)
+
+    positive("sampler.num_samplers", s.num_samplers)
+    positive("sampler.max_new_tokens", s.max_new_tokens)
+    positive("sampler.max_num_seqs", s.max_num_seqs)
+    positive("sampler.temperature", s.temperature, strict=False)
+    if not 0.0 < s.top_p <= 1.0:
+        raise _err("sampler.top_p", "in (0, 1]", s.top_p)
+    if d.max_prompt_tokens + s.max_new_tokens > s.max_model_len:
+        raise ConfigError(
+            f"config: data.max_prompt_tokens + sampler.max_new_tokens = {d.max_prompt_tokens} + "
+            f"{s.max_new_tokens} exceeds sampler.max_model_len = {s.max_model_len}"
+        )
+    positive("sampler.num_cpus", s.num_cpus, strict=False)
+    positive("sampler.num_gpus", s.num_gpus, strict=False)
+    if not 0.0 < s.gpu_memory_utilization <= 1.0:
+        raise _err("sampler.gpu_memory_utilization", "in (0, 1]", s.gpu_memory_utilization)
+    positive("sampler.tensor_parallel_size", s.tensor_parallel_size)
+    positive("sampler.lease_timeout_s", s.lease_timeout_s)
+
+    positive("learner.num_learners", lr.num_learners)
+    positive("learner.lr", lr.lr)
+    if len(lr.betas) != 2 or not all(0.0 <= b < 1.0 for b in lr.betas):
+        raise _err("learner.betas", "two numbers in [0, 1)", list(lr.betas))
+    if lr.zero_stage not in (0, 1, 2, 3):
+        raise _err("learner.zero_stage", "0, 1, 2 or 3", lr.zero_stage)
+    positive("learner.micro_batch_size", lr.micro_batch_size)
+    positive("learner.mini_batches", lr.mini_batches)
+    positive("learner.grad_clip", lr.grad_clip, strict=False)
+    positive("learner.max_nonfinite_steps", lr.max_nonfinite_steps)
+
+    positive("weight_sync.bucket_mb", w.bucket_mb)
+    positive("weight_sync.timeout_s", w.timeout_s)
+
+    positive("trainer.total_steps", t.total_steps)
+    positive("trainer.batch_prompts", t.batch_prompts)
+    if t.batch_prompts < lr.num_learners:
+        raise ConfigError(
+            f"config: trainer.batch_prompts = {t.batch_prompts} is below learner.num_learners = "
+            f"{lr.num_learners}: every learner needs at least one group per step"
+        )
+    if lr.mini_batches > t.batch_prompts:
+        raise _err("learner.mini_batches", f"<= trainer.batch_prompts ({t.batch_prompts})", lr.mini_batches)
+    if t.max_staleness < 0:
+        raise _err("trainer.max_staleness", ">= 0", t.max_staleness)
+    if t.total_epochs is not None and t.total_epochs < 1:
+        raise _err("trainer.total_epochs", ">= 1 or null", t.total_epochs)
+    positive("trainer.eval_every", t.eval_every, strict=False)
+    positive("trainer.eval_samples", t.eval_samples)
+    positive("trainer.save_every", t.save_every, strict=False)

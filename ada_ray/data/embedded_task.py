@@ -1,0 +1,120 @@
+"""The embedded default task: chain sums from reasoning-gym, graded by difficulty.
+
+A level "TxD" is T terms of D digits joined by + and - (reasoning-gym ``chain_sum`` with
+``allow_negation=False``, min = max for both knobs). Prompts are written compactly, "57+38-9=",
+and the answer is the integer ("86"). Everything is deterministic by seed: the train and eval splits
+are disjoint (no eval expression appears in train), each prompt carries its level as difficulty
+label, and the id is a hash of the prompt text (stable across runs and epochs).
+
+reasoning-gym seeds item i of a dataset with ``seed + i``, so datasets with nearby seeds overlap;
+every (purpose, level) gets its own seed range here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+LEVEL_SEED_STRIDE = 10_000_000
+EVAL_OFFSET = 500_000_000
+SFT_OFFSET = 1_000_000_000
+
+
+def parse_level(level: str) -> tuple[int, int]:
+    """'3x2' -> (3 terms, 2 digits)."""
+    parts = str(level).lower().split("x")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise ValueError(f"level {level!r} is not of the form TxD (terms x digits), e.g. 2x1")
+    t, d = int(parts[0]), int(parts[1])
+    if not (2 <= t <= 8 and 1 <= d <= 6):
+        raise ValueError(f"level {level!r}: terms must be in [2, 8] and digits in [1, 6]")
+    return t, d
+
+
+def prompt_id(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class TaskItem:
+    prompt_id: str
+    question: str  # compact prompt, e.g. "57+38-9="
+    answer: str
+    difficulty: str  # the level, e.g. "2x2"
+
+
+def _dataset(level: str, seed: int, size: int):
+    import reasoning_gym as rg
+
+    t, d = parse_level(level)
+    return rg.create_dataset("chain_sum", min_terms=t, max_terms=t, min_digits=d, max_digits=d,
+                             allow_negation=False, seed=seed, size=size)
+
+
+def _compact(entry: dict) -> str:
+    return entry["metadata"]["expression"].replace(" ", "") + "="
+
+
+def _level_items(level: str, seed: int, want: int, exclude: set[str], max_tries: int) -> list[TaskItem]:
+    ds = _dataset(level, seed, max_tries)
+    out: list[TaskItem] = []
+    seen = set(exclude)
+    for i in range(max_tries):
+        entry = ds[i]
+        q = _compact(entry)
+        if q in seen:
+            continue
+        seen.add(q)
+        out.append(TaskItem(prompt_id(q), q, entry["answer"], level))
+        if len(out) >= want:
+            break
+    return out
+
+
+def _level_seed(seed: int, level_index: int, offset: int) -> int:
+    return offset + seed * 7919 * LEVEL_SEED_STRIDE // 1000 + level_index * LEVEL_SEED_STRIDE
+
+
+def make_splits(levels: Sequence[str], train_per_level: int, eval_per_level: int, seed: int
+                ) -> tuple[list[TaskItem], list[TaskItem]]:
+    """Deterministic, disjoint (train, eval) lists. Small levels (2x1 has 200 distinct problems)
+    give fewer train prompts than asked rather than duplicates."""
+    train: list[TaskItem] = []
+    evals: list[TaskItem] = []
+    for i, level in enumerate(levels):
+        ev = _level_items(level, _level_seed(seed, i, EVAL_OFFSET), eval_per_level, set(), 20 * eval_per_level + 100)
+        tr = _level_items(level, _level_seed(seed, i, 0), train_per_level, {e.question for e in ev},
+                          20 * train_per_level + 100)
+        evals.extend(ev)
+        train.extend(tr)
+    return train, evals
+
+
+def score(completion: str, answer: str) -> float:
+    """Exact match of the completion (stripped) and the integer answer."""
+    return 1.0 if completion.strip() == answer.strip() else 0.0
+
+
+def sft_stream(levels: Sequence[str], seed: int, exclude: set[str]) -> Iterator[TaskItem]:
+    """An endless stream of training examples, levels drawn round-robin in a seeded order,
+    skipping the excluded (eval) prompts."""
+    import random
+
+    rng = random.Random(seed)
+    chunk = 4096
+    cursors = {lv: 0 for lv in levels}
+    buffers: dict[str, list[TaskItem]] = {lv: [] for lv in levels}
+    while True:
+        lv = levels[rng.randrange(len(levels))]
+        if not buffers[lv]:
+            i = list(levels).index(lv)
+            ds = _dataset(lv, _level_seed(seed, i, SFT_OFFSET) + cursors[lv], chunk)
+            cursors[lv] += chunk
+            for j in range(chunk):
+                e = ds[j]
+                q = _compact(e)
+                if q not in exclude:
+                    buffers[lv].append(TaskItem(prompt_id(q), q, e["answer"], lv))
+            buffers[lv].reverse()
+        yield buffers[lv].pop()
