@@ -204,11 +204,17 @@ class WorkScheduler:
     # samplers
     # ------------------------------------------------------------------------------------------
 
-    def lease(self, sampler_id: str, max_items: int, now: float) -> list[WorkItem]:
+    def lease(self, sampler_id: str, max_items: int, now: float, max_samples: Optional[int] = None) -> list[WorkItem]:
+        """Up to `max_items` items (and about `max_samples` samples: always at least one item),
+        oldest cohort first, next rounds before new prompts."""
         self.expire(now)
         out: list[WorkItem] = []
+        samples = 0
         while self.ready and len(out) < max_items:
+            if max_samples is not None and out and samples + self.ready[0][3].num_samples > max_samples:
+                break
             *_, item = heapq.heappop(self.ready)
+            samples += item.num_samples
             item = dataclasses.replace(item, version=self.version)
             self.leases[item.item_id] = (item, sampler_id, now + self.lease_timeout_s)
             self.acct.issued += 1

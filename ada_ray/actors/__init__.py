@@ -1,0 +1,2 @@
+"""The Ray actors: PromptQueue, Sampler and Learner - thin shells around algo/, engines/, sync/
+and the learner's DeepSpeed step."""

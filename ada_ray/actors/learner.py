@@ -1,0 +1,154 @@
+"""Learner actor: one data-parallel rank of the DeepSpeed learner, and (rank 0) the WeightBus sender.
+
+The default process group (gloo on CPU, NCCL on GPU) belongs to DeepSpeed; it is created here
+from a TCPStore whose socket we bind to the configured host. The WeightBus is a separate group.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Optional
+
+import ray
+
+from ada_ray.config import from_dict
+
+
+@ray.remote
+class Learner:
+    def __init__(self, rank: int, world_size: int, cfg: dict, model_path: str, use_gpu: bool):
+        self.cfg = from_dict(cfg)
+        self.rank, self.world_size = rank, world_size
+        self.model_path = model_path
+        self.use_gpu = use_gpu
+        self.version = 0
+        self.bus = None
+        self.busy_s = 0.0
+        self.nonfinite_streak = 0
+
+    def address(self, local_only: bool) -> tuple[str, int]:
+        """(host, free port) for the default group's store, on this actor's node."""
+        import socket
+
+        host = "127.0.0.1" if local_only else ray.util.get_node_ip_address()
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            return host, s.getsockname()[1]
+
+    def setup(self, master_addr: str, master_port: int, local_only: bool) -> int:
+        """Join the learners' default group and build the DeepSpeed engine."""
+        import torch
+
+        from ada_ray.algo.loss import LossConfig
+        from ada_ray.learner_core import LearnerCore, make_deepspeed_engine, set_local_dist_env, skip_deepspeed_shm_build
+
+        if not self.use_gpu:
+            os.environ.setdefault("DS_ACCELERATOR", "cpu")
+            torch.set_num_threads(max(1, int(self.cfg.learner.num_cpus)))
+            if local_only:
+                os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+        set_local_dist_env(self.rank, self.world_size, master_addr, master_port)
+        skip_deepspeed_shm_build()
+        self._init_default_group(master_addr, master_port, self.use_gpu)
+        import deepspeed
+        from transformers import AutoModelForCausalLM
+
+        deepspeed.init_distributed(dist_backend="nccl" if self.use_gpu else "gloo", auto_mpi_discovery=False)
+        lc = self.cfg.learner
+        use_bf16 = lc.dtype == "bfloat16" or (lc.dtype == "auto" and self.use_gpu)
+        self.device = torch.device("cuda", torch.cuda.current_device()) if self.use_gpu else torch.device("cpu")
+        model = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch.float32)
+        if lc.gradient_checkpointing:
+            model.gradient_checkpointing_enable()
+        self.pad_id = model.config.pad_token_id if model.config.pad_token_id is not None else 0
+        ref = None
+        if self.cfg.algo.kl_coef > 0:
+            ref = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch.float32).to(self.device).eval()
+            for p in ref.parameters():
+                p.requires_grad_(False)
+        self.engine = make_deepspeed_engine(model, lc, self.cfg.trainer.total_steps, use_bf16)
+        self.core = LearnerCore(self.engine, LossConfig.from_algo(self.cfg.algo), self.pad_id,
+                                self.cfg.sampler.temperature, lc.micro_batch_size, self.device, ref)
+        return self.rank
+
+    def _init_default_group(self, addr: str, port: int, use_gpu: bool) -> None:
+        import torch.distributed as dist
+
+        from ada_ray.sync.process_group import bound_listen_socket, make_store
+
+        timeout = self.cfg.weight_sync.timeout_s
+        if self.rank == 0:
+            sock = bound_listen_socket(addr, port)
+            store = make_store(addr, port, self.world_size, True, timeout, sock)
+            sock.detach()
+        else:
+            store = make_store(addr, port, self.world_size, False, timeout)
+        from datetime import timedelta
+
+        dist.init_process_group("nccl" if use_gpu else "gloo", store=store, rank=self.rank,
+                                world_size=self.world_size, timeout=timedelta(seconds=timeout))
+
+    # -- training ---------------------------------------------------------------------------------
+
+    def train_step(self, minibatches: list, version: int) -> dict:
+        """minibatches: [(rows as dicts, global tokens, global seqs)]; returns metrics."""
+        from ada_ray.learner_core import Row
+
+        t0 = time.perf_counter()
+        batches = [([Row(**r) for r in rows], tok, seqs) for rows, tok, seqs in minibatches]
+        metrics = self.core.train(batches, self.world_size)
+        self.version = version + 1
+        if metrics["nonfinite_minibatches"] >= len(batches):
+            self.nonfinite_streak += 1
+        else:
+            self.nonfinite_streak = 0
+        metrics["nonfinite_streak"] = float(self.nonfinite_streak)
+        self.busy_s += time.perf_counter() - t0
+        metrics["train_seconds"] = time.perf_counter() - t0
+        return metrics
+
+    def logprobs(self, rows: list) -> list:
+        from ada_ray.learner_core import Row
+
+        return self.core.logprobs([Row(**r) for r in rows])
+
+    # -- weight bus (rank 0 sends; ZeRO-3 ranks all gather) -------------------------------------
+
+    def bus_open(self, world_size: int, host: str) -> tuple[str, int]:
+        from ada_ray.sync.weight_bus import WeightBusSender
+
+        ws = self.cfg.weight_sync
+        backend = "nccl" if (ws.backend == "nccl" or (ws.backend == "auto" and self.use_gpu)) else "gloo"
+        if self.bus is not None:
+            self.bus.close()
+        self.bus = WeightBusSender(world_size, backend, host, 0, ws.bucket_mb, ws.packing, ws.timeout_s)
+        return self.bus.address
+
+    def bus_connect(self) -> None:
+        self.bus.connect()
+
+    def _named_params(self):
+        return [(n, p.data) for n, p in self.engine.module.named_parameters()]
+
+    def weight_meta(self, version: int) -> dict:
+        return self.bus.meta(self._named_params(), version)
+
+    def bus_send(self, meta: dict) -> dict:
+        if self.cfg.learner.zero_stage == 3:
+            import deepspeed
+
+            with deepspeed.zero.GatheredParameters(list(self.engine.module.parameters()), modifier_rank=None):
+                return self.bus.send(self._named_params(), meta) if self.rank == 0 else {}
+        return self.bus.send(self._named_params(), meta)
+
+    def bus_close(self) -> None:
+        if self.bus is not None:
+            self.bus.close()
+            self.bus = None
+
+    def stats(self) -> dict:
+        return {"busy_s": self.busy_s, "version": self.version}
+
+    def param_checksum(self) -> float:
+        return float(sum(p.detach().double().sum() for p in self.engine.module.parameters()))

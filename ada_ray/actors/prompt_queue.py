@@ -1,0 +1,125 @@
+"""PromptQueue actor: the WorkScheduler behind an asyncio Ray actor.
+
+Samplers long-poll `lease` (it waits for work instead of spinning), report scored samples with
+`report_many`, and the driver waits for a cohort with `wait_cohort` (returns the cohort, "end"
+when no more data or steps, or None on timeout). Leases expire by the clock here; `release_sampler`
+hands a dead sampler's work out again at once. `stop` wakes every waiter with an explicit sentinel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Optional
+
+import ray
+
+from ada_ray.algo.scheduler import WorkScheduler
+from ada_ray.config import from_dict
+
+STOP = "stop"
+
+
+@ray.remote
+class PromptQueue:
+    def __init__(self, prompts: list, cfg: dict, estimator_state: Optional[dict] = None):
+        from ada_ray.algo.estimator import PassRateEstimator
+
+        c = from_dict(cfg)
+        est = PassRateEstimator(c.algo.est_alpha, c.algo.est_beta, c.algo.est_lambda)
+        if estimator_state:
+            est.load_state_dict(estimator_state)
+        self.sched = WorkScheduler(
+            prompts, c.algo, batch_prompts=c.trainer.batch_prompts, max_staleness=c.trainer.max_staleness,
+            mode=c.trainer.mode, prompt_order=c.trainer.prompt_order, seed=c.trainer.seed,
+            total_epochs=c.trainer.total_epochs, total_steps=c.trainer.total_steps,
+            lease_timeout_s=c.sampler.lease_timeout_s, estimator=est,
+        )
+        self.changed = asyncio.Event()
+        self.stopped = False
+        self.busy_s = 0.0  # time spent inside scheduler calls (queue overhead)
+        self.calls = 0
+
+    def _notify(self) -> None:
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+    async def _wait_change(self, timeout: float) -> None:
+        ev = self.changed
+        try:
+            await asyncio.wait_for(ev.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+
+    async def lease(self, sampler_id: str, max_items: int, max_samples: Optional[int] = None, wait_s: float = 0.0):
+        deadline = time.monotonic() + wait_s
+        while True:
+            if self.stopped:
+                return STOP
+            t0 = time.perf_counter()
+            items = self.sched.lease(sampler_id, max_items, time.monotonic(), max_samples)
+            self.busy_s += time.perf_counter() - t0
+            self.calls += 1
+            remaining = deadline - time.monotonic()
+            if items or remaining <= 0:
+                return items
+            await self._wait_change(min(remaining, 1.0))
+
+    async def report_many(self, sampler_id: str, reports: list) -> list[bool]:
+        t0 = time.perf_counter()
+        out = [self.sched.report(sampler_id, item_id, samples) for item_id, samples in reports]
+        self.busy_s += time.perf_counter() - t0
+        self.calls += 1
+        self._notify()
+        return out
+
+    async def wait_cohort(self, index: int, timeout_s: float):
+        deadline = time.monotonic() + timeout_s
+        while True:
+            status = self.sched.cohort_status(index)
+            if status == "ready":
+                t0 = time.perf_counter()
+                res = self.sched.take_cohort(index)
+                self.busy_s += time.perf_counter() - t0
+                return res
+            if status == "end" or self.stopped:
+                return "end"
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            await self._wait_change(min(remaining, 1.0))
+
+    async def set_version(self, version: int) -> None:
+        self.sched.set_version(version)
+        self._notify()
+
+    async def release_sampler(self, sampler_id: str) -> int:
+        n = self.sched.release_sampler(sampler_id)
+        self._notify()
+        return n
+
+    async def stop(self) -> dict:
+        """End of run: cancel outstanding work, wake every waiter, return the accounting."""
+        self.stopped = True
+        self.sched.shutdown()
+        self._notify()
+        return self.sched.check_accounting()
+
+    async def accounting(self) -> dict:
+        return self.sched.check_accounting()
+
+    async def stats(self) -> dict:
+        s = self.sched
+        return {"busy_s": self.busy_s, "calls": self.calls, "ready_items": len(s.ready),
+                "leased_items": len(s.leases), "inflight_prompts": len(s.inflight),
+                "open_cohorts": len(s.cohorts), "version": s.version}
+
+    async def state_dict(self) -> dict:
+        return self.sched.state_dict()
+
+    async def load_state_dict(self, state: dict) -> None:
+        self.sched.load_state_dict(state)
+        self._notify()
+
+    async def estimator_state(self) -> dict:
+        return self.sched.estimator.state_dict()

@@ -1,0 +1,123 @@
+"""Ray cluster: join the one named by RAY_ADDRESS / trainer.ray_address, or start a local one bound
+to 127.0.0.1; place samplers and learners with placement groups (CPUs/GPUs per actor from config),
+refusing clearly - not hanging - when the cluster lacks the resources.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+import ray
+from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from ada_ray.config import AdaRayConfig, ConfigError
+
+# environment every actor gets on CPU machines (vLLM in-process engine, offline hub)
+BASE_ENV = {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "RAY_DEDUP_LOGS": "1",
+            "PYTHONWARNINGS": "ignore::FutureWarning,ignore::UserWarning"}
+
+
+class ResourceError(RuntimeError):
+    pass
+
+
+@dataclass
+class Cluster:
+    local: bool  # a single-machine cluster we started (or one on this host): bind to 127.0.0.1
+    started_here: bool
+    resources: dict
+
+    def shutdown(self) -> None:
+        if ray.is_initialized():
+            ray.shutdown()
+
+
+def needed_cpus(cfg: AdaRayConfig) -> float:
+    return cfg.sampler.num_samplers * cfg.sampler.num_cpus + cfg.learner.num_learners * cfg.learner.num_cpus
+
+
+def connect(cfg: AdaRayConfig, env: Optional[dict] = None) -> Cluster:
+    address = cfg.trainer.ray_address or os.environ.get("RAY_ADDRESS")
+    runtime_env = {"env_vars": dict(BASE_ENV, **(env or {}))}
+    if ray.is_initialized():
+        return Cluster(local=_single_node(), started_here=False, resources=ray.cluster_resources())
+    if address:
+        ray.init(address=address, runtime_env=runtime_env, log_to_driver=True)
+        return Cluster(local=_single_node(), started_here=False, resources=ray.cluster_resources())
+    logical = cfg.trainer.ray_num_cpus or max(os.cpu_count() or 1, int(needed_cpus(cfg) + 0.999) + 1)
+    ray.init(num_cpus=logical, include_dashboard=False, _node_ip_address="127.0.0.1", runtime_env=runtime_env,
+             log_to_driver=True, configure_logging=True, logging_level="WARNING")
+    return Cluster(local=True, started_here=True, resources=ray.cluster_resources())
+
+
+def _single_node() -> bool:
+    return len([n for n in ray.nodes() if n.get("Alive")]) <= 1
+
+
+def _bundle(cpus: float, gpus: float) -> dict:
+    b = {"CPU": float(cpus)}
+    if gpus > 0:
+        b["GPU"] = float(gpus)
+    return b
+
+
+def check_resources(cfg: AdaRayConfig, resources: dict) -> None:
+    s, lr = cfg.sampler, cfg.learner
+    need_cpu = needed_cpus(cfg)
+    need_gpu = s.num_samplers * s.num_gpus * s.tensor_parallel_size + lr.num_learners * lr.num_gpus
+    have_cpu, have_gpu = resources.get("CPU", 0.0), resources.get("GPU", 0.0)
+    problems = []
+    if need_cpu > have_cpu:
+        problems.append(f"{need_cpu:g} CPUs (sampler.num_samplers x sampler.num_cpus + learner.num_learners x "
+                        f"learner.num_cpus) but the cluster has {have_cpu:g}")
+    if need_gpu > have_gpu:
+        problems.append(f"{need_gpu:g} GPUs (sampler.num_samplers x sampler.num_gpus x tensor_parallel_size + "
+                        f"learner.num_learners x learner.num_gpus) but the cluster has {have_gpu:g}")
+    if problems:
+        raise ResourceError("the Ray cluster cannot host this config: it asks for " + "; and ".join(problems))
+
+
+def make_group(bundles: list[dict], name: str, timeout_s: float = 120.0) -> PlacementGroup:
+    pg = placement_group(bundles, strategy="PACK", name=name)
+    ready, _ = ray.wait([pg.ready()], timeout=timeout_s)
+    if not ready:
+        remove_placement_group(pg)
+        raise ResourceError(f"placement group {name} ({bundles}) was not placed within {timeout_s:.0f}s: "
+                            "the cluster does not have these resources free")
+    return pg
+
+
+def learner_group(cfg: AdaRayConfig) -> PlacementGroup:
+    lr = cfg.learner
+    return make_group([_bundle(lr.num_cpus, lr.num_gpus) for _ in range(lr.num_learners)], "ada_ray_learners")
+
+
+def sampler_group(cfg: AdaRayConfig) -> PlacementGroup:
+    s = cfg.sampler
+    return make_group([_bundle(s.num_cpus, s.num_gpus * s.tensor_parallel_size) for _ in range(s.num_samplers)],
+                      "ada_ray_samplers")
+
+
+def in_bundle(pg: PlacementGroup, index: int) -> PlacementGroupSchedulingStrategy:
+    return PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=index,
+                                            placement_group_capture_child_tasks=True)
+
+
+def sampler_env(cfg: AdaRayConfig, use_gpu: bool) -> dict:
+    if use_gpu:
+        return {}
+    from ada_ray.engines.vllm_engine import cpu_env
+
+    env = cpu_env(cfg.sampler.kv_cache_gib)
+    threads = str(max(1, int(cfg.sampler.num_cpus)))
+    env.update({"VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": threads})
+    return env
+
+
+def config_error_for_hardware(cfg: AdaRayConfig, resources: dict) -> None:
+    if cfg.weight_sync.backend == "nccl" and (cfg.sampler.num_gpus <= 0 or cfg.learner.num_gpus <= 0):
+        raise ConfigError("config: weight_sync.backend=nccl needs GPUs on both sides "
+                          "(sampler.num_gpus > 0 and learner.num_gpus > 0); use gloo or auto on CPU")

@@ -1,0 +1,221 @@
+"""The learner's training step on a DeepSpeed engine (used by the Learner actor; no Ray here).
+
+One call trains on this rank's share of a cohort: the share is split into `mini_batches` parts
+(one optimizer step each, PPO style); the proximal log-probs are recomputed once with the weights
+at the start of the step; each part runs in micro-batches of `micro_batch_size` sequences whose
+losses are token-means over the part's GLOBAL token count (all ranks), so data-parallel gradient
+averaging gives exactly the token-mean of the whole mini-batch. Gradient accumulation is the
+caller-owned kind (``managed_gradient_accumulation: false``): backward only accumulates and
+``step()`` reduces and updates, so the number of micro-batches may vary from step to step.
+A non-finite loss on any rank skips the optimizer step on every rank (counted).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from ada_ray.algo.loss import LossConfig, policy_loss, token_logprobs_and_entropy
+
+
+@dataclass
+class Row:
+    prompt: list[int]
+    completion: list[int]
+    behaviour_logprobs: list[float]
+    advantage: float
+    version: int
+
+
+def skip_deepspeed_shm_build() -> None:
+    """DeepSpeed JIT-compiles a shared-memory comm op on first init (~65 s of g++); gloo does the
+    same job here, so skip the build."""
+    import importlib
+
+    importlib.import_module("deepspeed.comm.torch")
+    sys.modules["deepspeed.comm.torch"].build_shm_op = lambda: None
+
+
+def pad_rows(rows: list[Row], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """input ids, attention mask, targets, completion mask (over target positions), behaviour lp.
+
+    Targets are the next tokens: position t predicts input t+1. The completion mask selects the
+    positions whose target is a completion token."""
+    width = max(len(r.prompt) + len(r.completion) for r in rows)
+    n = len(rows)
+    ids = torch.full((n, width), pad_id, dtype=torch.long)
+    att = torch.zeros((n, width), dtype=torch.long)
+    cmask = torch.zeros((n, width - 1), dtype=torch.float32)
+    blp = torch.zeros((n, width - 1), dtype=torch.float32)
+    for i, r in enumerate(rows):
+        seq = r.prompt + r.completion
+        ids[i, : len(seq)] = torch.tensor(seq)
+        att[i, : len(seq)] = 1
+        lo, hi = len(r.prompt) - 1, len(r.prompt) - 1 + len(r.completion)
+        cmask[i, lo:hi] = 1.0
+        if r.behaviour_logprobs:
+            blp[i, lo:hi] = torch.tensor(r.behaviour_logprobs, dtype=torch.float32)
+    targets = ids[:, 1:]
+    return ids.to(device), att.to(device), targets.to(device), cmask.to(device), blp.to(device)
+
+
+def sequence_logprobs(model, rows: list[Row], pad_id: int, temperature: float, device, with_entropy: bool):
+    ids, att, targets, cmask, blp = pad_rows(rows, pad_id, device)
+    logits = model(input_ids=ids, attention_mask=att).logits[:, :-1]
+    lp, ent = token_logprobs_and_entropy(logits, targets, temperature, with_entropy)
+    return lp, ent, cmask, blp
+
+
+def chunks(seq: list, size: int) -> list[list]:
+    return [seq[i:i + size] for i in range(0, len(seq), size)] or [[]]
+
+
+class LearnerCore:
+    def __init__(self, engine, loss_cfg: LossConfig, pad_id: int, temperature: float, micro_batch_size: int,
+                 device, ref_model=None):
+        self.engine = engine
+        self.loss_cfg = loss_cfg
+        self.pad_id = pad_id
+        self.temperature = temperature
+        self.micro = micro_batch_size
+        self.device = device
+        self.ref_model = ref_model
+
+    @torch.no_grad()
+    def logprobs(self, rows: list[Row]) -> list[list[float]]:
+        """Per-token log-probs of each row's completion under the current weights."""
+        self.engine.module.eval()
+        out = []
+        for part in chunks(rows, self.micro):
+            if not part:
+                continue
+            lp, _, cmask, _ = sequence_logprobs(self.engine.module, part, self.pad_id, self.temperature,
+                                                self.device, False)
+            for i, r in enumerate(part):
+                lo = len(r.prompt) - 1
+                out.append(lp[i, lo:lo + len(r.completion)].float().cpu().tolist())
+        return out
+
+    def _any_rank(self, flag: bool) -> bool:
+        import torch.distributed as dist
+
+        t = torch.tensor([1.0 if flag else 0.0], device=self.device)
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            dist.all_reduce(t)
+        return bool(t.item() > 0)
+
+    def train(self, minibatches: list[tuple[list[Row], float, float]], world_size: int) -> dict[str, float]:
+        """minibatches: [(this rank's rows, global token count, global sequence count)] - one
+        optimizer step each."""
+        engine = self.engine
+        # proximal log-probs: the policy at the start of this step, for every row of every part
+        prox_all = [self.logprobs(rows) if rows else [] for rows, _, _ in minibatches]
+        ref_all = None
+        if self.ref_model is not None:
+            ref_all = [self._ref_logprobs(rows) if rows else [] for rows, _, _ in minibatches]
+        engine.module.train()
+        sums: dict[str, float] = {}
+        weight = 0.0
+        skipped = 0
+        grad_norms = []
+        for j, (rows, global_tokens, global_seqs) in enumerate(minibatches):
+            denom = max(global_tokens, 1.0) / world_size
+            seq_denom = max(global_seqs, 1.0) / world_size
+            bad = False
+            parts = chunks(list(range(len(rows))), self.micro) if rows else [[]]
+            for idx in parts:
+                if not idx:  # no rows for this rank: contribute zero gradients, keep collectives in step
+                    loss = sum((p * 0.0).sum() for p in engine.module.parameters() if p.requires_grad)
+                    engine.backward(loss, scale_wrt_gas=False)
+                    continue
+                part = [rows[i] for i in idx]
+                lp, ent, cmask, blp = sequence_logprobs(engine.module, part, self.pad_id, self.temperature,
+                                                        self.device, True)
+                prox = torch.zeros_like(lp)
+                ref = torch.zeros_like(lp) if ref_all is not None else None
+                for k, i in enumerate(idx):
+                    lo = len(part[k].prompt) - 1
+                    n = len(part[k].completion)
+                    prox[k, lo:lo + n] = torch.tensor(prox_all[j][i], device=self.device)
+                    if ref is not None:
+                        ref[k, lo:lo + n] = torch.tensor(ref_all[j][i], device=self.device)
+                adv = torch.tensor([r.advantage for r in part], dtype=lp.dtype, device=self.device)
+                has_behaviour = all(len(r.behaviour_logprobs) == len(r.completion) for r in part)
+                loss, m = policy_loss(lp, prox, blp if has_behaviour else None, adv, cmask, self.loss_cfg,
+                                      entropy=ent, ref_logprobs=ref, num_tokens=denom,
+                                      num_seqs=seq_denom)
+                if not torch.isfinite(loss):
+                    bad = True
+                    continue
+                engine.backward(loss, scale_wrt_gas=False)
+                w = m["tokens"]
+                weight += w
+                for key, v in m.items():
+                    if key != "tokens":
+                        sums[key] = sums.get(key, 0.0) + v * w
+                sums["loss"] = sums.get("loss", 0.0) + float(loss.detach()) * denom
+            if self._any_rank(bad):
+                engine.zero_grad()
+                skipped += 1
+                continue
+            engine.step()
+            gn = engine.get_global_grad_norm()
+            if gn is not None:
+                grad_norms.append(float(gn))
+        out = {k: v / max(weight, 1.0) for k, v in sums.items() if k != "loss"}
+        out["loss"] = sums.get("loss", 0.0) / max(sum(g for _, g, _ in minibatches), 1.0) * world_size
+        out["tokens"] = weight
+        out["nonfinite_minibatches"] = float(skipped)
+        out["grad_norm"] = sum(grad_norms) / len(grad_norms) if grad_norms else float("nan")
+        out["lr"] = float(engine.get_lr()[0]) if hasattr(engine, "get_lr") else float("nan")
+        return out
+
+    @torch.no_grad()
+    def _ref_logprobs(self, rows: list[Row]) -> list[list[float]]:
+        out = []
+        for part in chunks(rows, self.micro):
+            if not part:
+                continue
+            lp, _, _, _ = sequence_logprobs(self.ref_model, part, self.pad_id, self.temperature, self.device, False)
+            for i, r in enumerate(part):
+                lo = len(r.prompt) - 1
+                out.append(lp[i, lo:lo + len(r.completion)].float().cpu().tolist())
+        return out
+
+
+def make_deepspeed_engine(model, lcfg, total_steps: int, use_bf16: bool):
+    """DeepSpeed engine around `model` with a torch AdamW (no JIT-compiled optimizer) and a
+    linear warm-up schedule."""
+    import deepspeed
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=lcfg.lr, betas=tuple(lcfg.betas), weight_decay=lcfg.weight_decay)
+    warm = max(0, lcfg.warmup_steps)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / warm) if warm > 0 else 1.0)
+    ds_config = {
+        "train_micro_batch_size_per_gpu": 1,
+        "gradient_accumulation_steps": 1,
+        "managed_gradient_accumulation": False,
+        "gradient_clipping": lcfg.grad_clip if lcfg.grad_clip > 0 else 0.0,
+        "zero_optimization": {"stage": lcfg.zero_stage},
+        "bf16": {"enabled": bool(use_bf16)},
+        "steps_per_print": 10**9,
+        "wall_clock_breakdown": False,
+    }
+    engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=sched, config=ds_config)
+    return engine
+
+
+def finite_or_nan(x: Optional[float]) -> float:
+    return float(x) if x is not None and math.isfinite(float(x)) else float("nan")
+
+
+def set_local_dist_env(rank: int, world_size: int, master_addr: str, master_port: int) -> None:
+    os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": "0",
+                       "MASTER_ADDR": master_addr, "MASTER_PORT": str(master_port)})

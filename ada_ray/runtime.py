@@ -1,0 +1,174 @@
+"""The running system: the PromptQueue, S samplers, L learners and the WeightBus between them.
+
+`Runtime` builds the actors from the config (placement groups, hardware), and gives the driver
+loop a handful of verbs: wait for a cohort, train on it, broadcast the new weights, evaluate,
+collect stats, shut down. Every blocking call has a timeout and a clear error.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import ray
+
+from ada_ray import cluster as cl
+from ada_ray.actors.learner import Learner
+from ada_ray.actors.prompt_queue import PromptQueue
+from ada_ray.actors.sampler import Sampler
+from ada_ray.batching import learner_shares
+from ada_ray.config import AdaRayConfig, to_dict
+
+
+class RuntimeFailure(RuntimeError):
+    pass
+
+
+@dataclass
+class Runtime:
+    cfg: AdaRayConfig
+    cluster: cl.Cluster
+    queue: Any
+    samplers: list
+    learners: list
+    bus_world: int
+    groups: list = field(default_factory=list)  # placement groups
+    version: int = 0
+
+    # -- construction ----------------------------------------------------------------------------
+
+    @classmethod
+    def build(cls, cfg: AdaRayConfig, cluster: cl.Cluster, model_path: str, prompts: list,
+              estimator_state: Optional[dict] = None, log=print) -> "Runtime":
+        cl.check_resources(cfg, cluster.resources)
+        cl.config_error_for_hardware(cfg, cluster.resources)
+        d = to_dict(cfg)
+        s, lr = cfg.sampler, cfg.learner
+        sampler_gpu, learner_gpu = s.num_gpus > 0, lr.num_gpus > 0
+        queue = PromptQueue.options(num_cpus=0, name=None).remote(prompts, d, estimator_state)
+        lpg = cl.learner_group(cfg)
+        spg = cl.sampler_group(cfg)
+        learners = [Learner.options(num_cpus=lr.num_cpus, num_gpus=lr.num_gpus,
+                                    scheduling_strategy=cl.in_bundle(lpg, i)).remote(i, lr.num_learners, d, model_path,
+                                                                                      learner_gpu)
+                    for i in range(lr.num_learners)]
+        env = cl.sampler_env(cfg, sampler_gpu)
+        samplers = [Sampler.options(num_cpus=s.num_cpus, num_gpus=s.num_gpus * s.tensor_parallel_size,
+                                    scheduling_strategy=cl.in_bundle(spg, i), max_restarts=0)
+                    .remote(f"sampler-{i}", d, model_path, queue, sampler_gpu, 0, env)
+                    for i in range(s.num_samplers)]
+        rt = cls(cfg, cluster, queue, samplers, learners, 1 + s.num_samplers * s.tensor_parallel_size, [lpg, spg])
+        t0 = time.time()
+        host, port = _get(learners[0].address.remote(cluster.local), 120, "learner 0 address")
+        _get([lrn.setup.remote(host, port, cluster.local) for lrn in learners], 600, "learner setup (DeepSpeed)")
+        _get([sp.ready.remote() for sp in samplers], 600, "sampler start (vLLM engine)")
+        log(f"actors up in {time.time() - t0:.1f}s: {len(samplers)} sampler(s), {len(learners)} learner(s)")
+        rt.open_bus()
+        return rt
+
+    def open_bus(self) -> None:
+        ws = self.cfg.weight_sync
+        use_gpu = self.cfg.sampler.num_gpus > 0 and self.cfg.learner.num_gpus > 0
+        backend = "nccl" if (ws.backend == "nccl" or (ws.backend == "auto" and use_gpu)) else "gloo"
+        host = ws.host
+        if host == "auto":
+            host = "127.0.0.1" if self.cluster.local else _get(self.learners[0].address.remote(False), 60, "address")[0]
+        host, port = _get(self.learners[0].bus_open.remote(self.bus_world, host), 60, "weight bus open")
+        tp = self.cfg.sampler.tensor_parallel_size
+        refs = [self.learners[0].bus_connect.remote()]
+        refs += [sp.join_bus.remote(host, port, 1 + i * tp, self.bus_world, backend, ws.timeout_s)
+                 for i, sp in enumerate(self.samplers)]
+        _get(refs, ws.timeout_s + 30, "weight bus connect")
+
+    # -- verbs of the driver loop ----------------------------------------------------------------
+
+    def start_sampling(self) -> None:
+        _get([sp.start_sampling.remote() for sp in self.samplers], 60, "start sampling")
+
+    def wait_cohort(self, step: int, timeout_s: float):
+        return _get(self.queue.wait_cohort.remote(step, timeout_s), timeout_s + 60, "wait for cohort")
+
+    def train(self, cohort, step: int) -> dict:
+        shares = learner_shares(cohort.groups, len(self.learners), self.cfg.learner.mini_batches)
+        outs = _get([lrn.train_step.remote(share, step) for lrn, share in zip(self.learners, shares)], 3600,
+                    "learner step")
+        merged: dict[str, float] = {}
+        total = sum(max(o.get("tokens", 0.0), 1.0) for o in outs)
+        for o in outs:
+            w = max(o.get("tokens", 0.0), 1.0) / total
+            for k, v in o.items():
+                if k in ("nonfinite_minibatches", "nonfinite_streak", "train_seconds", "tokens"):
+                    merged[k] = max(merged.get(k, 0.0), v) if k != "tokens" else merged.get(k, 0.0) + v
+                else:
+                    merged[k] = merged.get(k, 0.0) + w * v
+        return merged
+
+    def sync_weights(self, version: int) -> dict:
+        """Broadcast the learner's weights as `version` to every sampler, then tell the queue."""
+        t0 = time.perf_counter()
+        meta = _get(self.learners[0].weight_meta.remote(version), 120, "weight meta")
+        recv = [sp.update_weights.remote(meta) for sp in self.samplers]
+        if self.cfg.learner.zero_stage == 3:
+            send = [lrn.bus_send.remote(meta) for lrn in self.learners]
+        else:
+            send = [self.learners[0].bus_send.remote(meta)]
+        results = _get(send + recv, self.cfg.weight_sync.timeout_s + 60, "weight broadcast")
+        stats = results[0]
+        seconds = time.perf_counter() - t0
+        self.version = version
+        _get(self.queue.set_version.remote(version), 60, "queue version")
+        mb = stats.get("bytes", 0) / 1e6
+        return {"sync/seconds": seconds, "sync/send_seconds": stats.get("seconds", 0.0), "sync/mb": mb,
+                "sync/mb_per_s": mb / max(stats.get("seconds", 1e-9), 1e-9)}
+
+    def evaluate(self, prompts: list, k: int, temperature: float, seed: int, max_tokens: Optional[int] = None):
+        """k samples per prompt, prompts spread over the samplers; same seeds as ada_ray.evaluate."""
+        from ada_ray.evaluate import summarize
+
+        n = len(self.samplers)
+        per = (len(prompts) + n - 1) // n
+        refs = []
+        for i, sp in enumerate(self.samplers):
+            chunk = prompts[i * per:(i + 1) * per]
+            refs.append(sp.evaluate.remote([list(p.token_ids) for p in chunk], [p.answer for p in chunk], k,
+                                           temperature, seed, max_tokens, i * per))
+        outs = _get(refs, 3600, "evaluation")
+        correct = [c for o in outs for c in o["correct"]]
+        return summarize([p.difficulty for p in prompts], correct, k, sum(o["errors"] for o in outs))
+
+    def sampler_stats(self) -> list[dict]:
+        return _get([sp.stats.remote() for sp in self.samplers], 60, "sampler stats")
+
+    def queue_stats(self) -> dict:
+        return _get(self.queue.stats.remote(), 60, "queue stats")
+
+    def shutdown(self) -> dict:
+        """Stop everything; returns the queue's final accounting."""
+        accounting: dict = {}
+        try:
+            accounting = _get(self.queue.stop.remote(), 60, "queue stop")
+        finally:
+            for sp in self.samplers:
+                try:
+                    ray.get(sp.stop.remote(), timeout=60)
+                except Exception:  # noqa: BLE001 - best effort on the way out
+                    pass
+            for a in self.samplers + self.learners + [self.queue]:
+                try:
+                    ray.kill(a, no_restart=True)
+                except Exception:  # noqa: BLE001
+                    pass
+            for pg in self.groups:
+                try:
+                    ray.util.remove_placement_group(pg)
+                except Exception:  # noqa: BLE001
+                    pass
+        return accounting
+
+
+def _get(refs, timeout_s: float, what: str):
+    try:
+        return ray.get(refs, timeout=timeout_s)
+    except ray.exceptions.GetTimeoutError:
+        raise RuntimeFailure(f"{what} did not finish within {timeout_s:.0f}s") from None

@@ -1,0 +1,211 @@
+"""WeightBus: one-to-many broadcast of a state dict from learner rank 0 (bus rank 0) to every
+sampler (bus ranks 1..S), in buckets.
+
+Protocol per update: one control message (the `meta`: version, packing, and per bucket the
+tensors' names, shapes and dtypes) goes to each sampler by one Ray call; then the tensors go over
+the bus's own process group, bucket by bucket. Receivers get the weights as a lazy iterator of
+(name, tensor), so a loader can consume bucket after bucket and peak extra memory is one bucket.
+
+Packing per bucket:
+  per_tensor  one broadcast per tensor, all of a bucket issued before waiting (gloo: measured
+              faster than flattening on CPU, where the copy into one buffer dominates);
+  flat        the bucket's tensors copied into one contiguous buffer per dtype, one broadcast
+              (NCCL: fewer, larger collectives);
+  auto        per_tensor on gloo, flat on NCCL.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Optional
+
+import torch
+import torch.distributed as dist
+
+from ada_ray.sync.process_group import bound_listen_socket, make_group, make_store
+
+_DTYPES = {str(d): d for d in (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64,
+                                torch.int32, torch.uint8, torch.int8, torch.bool)}
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * torch.empty((), dtype=_DTYPES[self.dtype]).element_size()
+
+
+def plan_buckets(specs: list[TensorSpec], bucket_bytes: int) -> list[list[TensorSpec]]:
+    """Greedy, in order: a bucket closes when the next tensor would overflow it; a tensor larger
+    than a bucket travels alone."""
+    buckets: list[list[TensorSpec]] = []
+    cur: list[TensorSpec] = []
+    size = 0
+    for s in specs:
+        if cur and size + s.nbytes > bucket_bytes:
+            buckets.append(cur)
+            cur, size = [], 0
+        cur.append(s)
+        size += s.nbytes
+    if cur:
+        buckets.append(cur)
+    return buckets
+
+
+def resolve_packing(packing: str, backend: str) -> str:
+    if packing == "auto":
+        return "flat" if backend == "nccl" else "per_tensor"
+    if packing not in ("per_tensor", "flat"):
+        raise ValueError(f"unknown packing {packing!r}: expected auto, per_tensor or flat")
+    return packing
+
+
+def _broadcast(pg, tensors: list[torch.Tensor]) -> None:
+    opts = dist.BroadcastOptions()
+    opts.rootRank = 0
+    works = [pg.broadcast([t], opts) for t in tensors]
+    for w in works:
+        w.wait()
+
+
+class _BusMember:
+    def __init__(self, backend: str, host: str, timeout_s: float):
+        self.backend = backend
+        self.host = host
+        self.timeout_s = timeout_s
+        self.pg = None
+        self.store = None
+
+
+class WeightBusSender(_BusMember):
+    """Rank 0. Construct, hand `address` to the samplers, then `connect()` while they join."""
+
+    def __init__(self, world_size: int, backend: str = "gloo", host: str = "127.0.0.1", port: int = 0,
+                 bucket_mb: float = 64.0, packing: str = "auto", timeout_s: float = 300.0):
+        super().__init__(backend, host, timeout_s)
+        if world_size < 2:
+            raise ValueError("a weight bus needs the learner and at least one sampler")
+        self.world_size = world_size
+        self.bucket_bytes = max(1, int(bucket_mb * 1024 * 1024))
+        self.packing = resolve_packing(packing, backend)
+        self._sock: Optional[socket.socket] = bound_listen_socket(host, port)
+        self.port = self._sock.getsockname()[1]
+        self._specs: Optional[list[TensorSpec]] = None
+        self._buckets: Optional[list[list[TensorSpec]]] = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.host, self.port
+
+    def connect(self) -> None:
+        """Blocks until every receiver has joined."""
+        self.store = make_store(self.host, self.port, self.world_size, True, self.timeout_s, self._sock)
+        if self._sock is not None:
+            self._sock.detach()  # the store owns the listening fd now
+            self._sock = None
+        self.pg = make_group(self.store, 0, self.world_size, self.backend, self.host, self.timeout_s)
+
+    def meta(self, named: Iterable[tuple[str, torch.Tensor]], version: int) -> dict:
+        specs = [TensorSpec(n, tuple(t.shape), str(t.dtype)) for n, t in named]
+        if specs != self._specs:
+            self._specs = specs
+            self._buckets = plan_buckets(specs, self.bucket_bytes)
+        assert self._buckets is not None
+        return {"version": version, "packing": self.packing,
+                "buckets": [[(s.name, list(s.shape), s.dtype) for s in b] for b in self._buckets]}
+
+    def send(self, named: Iterable[tuple[str, torch.Tensor]], meta: dict) -> dict:
+        """Broadcast the tensors described by `meta` (from `meta()` on the same tensors)."""
+        if self.pg is None:
+            raise RuntimeError("WeightBusSender.send before connect()")
+        tensors = dict(named)
+        t0 = time.perf_counter()
+        nbytes = 0
+        for bucket in meta["buckets"]:
+            ts = [tensors[name].detach() for name, _, _ in bucket]
+            ts = [t if t.is_contiguous() else t.contiguous() for t in ts]
+            nbytes += sum(t.numel() * t.element_size() for t in ts)
+            if meta["packing"] == "flat":
+                for dtype_ts in _by_dtype(ts).values():
+                    flat = torch.cat([t.reshape(-1) for t in dtype_ts]) if len(dtype_ts) > 1 else dtype_ts[0].reshape(-1)
+                    _broadcast(self.pg, [flat])
+            else:
+                _broadcast(self.pg, ts)
+        seconds = time.perf_counter() - t0
+        return {"bytes": nbytes, "seconds": seconds, "buckets": len(meta["buckets"])}
+
+    def close(self) -> None:
+        self.pg = None
+        self.store = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+
+def _by_dtype(ts: list[torch.Tensor]) -> dict[torch.dtype, list[torch.Tensor]]:
+    out: dict[torch.dtype, list[torch.Tensor]] = {}
+    for t in ts:
+        out.setdefault(t.dtype, []).append(t)
+    return out
+
+
+class WeightBusReceiver(_BusMember):
+    """Ranks 1..S. `connect()` blocks until every member has joined."""
+
+    def __init__(self, host: str, port: int, rank: int, world_size: int, backend: str = "gloo",
+                 timeout_s: float = 300.0, device: str = "cpu"):
+        super().__init__(backend, host, timeout_s)
+        self.port, self.rank, self.world_size, self.device = port, rank, world_size, device
+
+    def connect(self) -> None:
+        self.store = make_store(self.host, self.port, self.world_size, False, self.timeout_s)
+        self.pg = make_group(self.store, self.rank, self.world_size, self.backend, self.host, self.timeout_s)
+
+    def receive(self, meta: dict) -> Iterator[tuple[str, torch.Tensor]]:
+        """Yields (name, tensor) bucket by bucket as the broadcasts arrive. Consume it fully."""
+        if self.pg is None:
+            raise RuntimeError("WeightBusReceiver.receive before connect()")
+        for bucket in meta["buckets"]:
+            specs = [(name, tuple(shape), _DTYPES[dtype]) for name, shape, dtype in bucket]
+            if meta["packing"] == "flat":
+                groups: dict[torch.dtype, list[tuple[str, tuple]]] = {}
+                for name, shape, dtype in specs:
+                    groups.setdefault(dtype, []).append((name, shape))
+                out = {}
+                for dtype, items in groups.items():
+                    sizes = [_numel(s) for _, s in items]
+                    flat = torch.empty(sum(sizes), dtype=dtype, device=self.device)
+                    _broadcast(self.pg, [flat])
+                    for (name, shape), part in zip(items, torch.split(flat, sizes)):
+                        out[name] = part.view(shape)
+                for name, _, _ in specs:
+                    yield name, out[name]
+            else:
+                ts = [torch.empty(shape, dtype=dtype, device=self.device) for _, shape, dtype in specs]
+                _broadcast(self.pg, ts)
+                for (name, _, _), t in zip(specs, ts):
+                    yield name, t
+
+    def close(self) -> None:
+        self.pg = None
+        self.store = None
+
+
+def _numel(shape: tuple) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
