@@ -47,6 +47,8 @@ def connect(cfg: AdaRayConfig, env: Optional[dict] = None) -> Cluster:
     if address:
         ray.init(address=address, runtime_env=runtime_env, log_to_driver=True)
         return Cluster(local=_single_node(), started_here=False, resources=ray.cluster_resources())
+    # a single-node cluster started here binds every Ray server to 127.0.0.1 (Ray's laptop mode)
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     logical = cfg.trainer.ray_num_cpus or max(os.cpu_count() or 1, int(needed_cpus(cfg) + 0.999) + 1)
     ray.init(num_cpus=logical, include_dashboard=False, _node_ip_address="127.0.0.1", runtime_env=runtime_env,
              log_to_driver=True, configure_logging=True, logging_level="WARNING")

@@ -81,6 +81,8 @@ class WarmStartConfig:
     weight_decay: float = 0.01
     seed: int = 0
     threads: int = 2
+    # levels the base policy is taught (independent of data.levels, so RL on a subset reuses it)
+    levels: list[str] = field(default_factory=lambda: ["2x1", "3x1", "2x2", "3x2", "2x3", "4x2"])
 
 
 @dataclass
@@ -492,9 +494,14 @@ def validate(cfg: AdaRayConfig) -> None:
     positive("data.reward_timeout_s", d.reward_timeout_s)
     if d.source != "embedded" and not d.train_path:
         raise _err("data.train_path", f"a path for data.source={d.source}", d.train_path)
-    if d.source == "embedded":
-        from ada_ray.data.embedded_task import parse_level  # local import: data imports config
+    from ada_ray.data.embedded_task import parse_level  # local import: data imports config
 
+    for lv in cfg.model.warmstart.levels:
+        try:
+            parse_level(lv)
+        except ValueError as exc:
+            raise _err("model.warmstart.levels", f"a list of TxD levels ({exc})", list(cfg.model.warmstart.levels)) from None
+    if d.source == "embedded":
         for lv in d.levels:
             try:
                 parse_level(lv)
@@ -504,6 +511,11 @@ def validate(cfg: AdaRayConfig) -> None:
             raise _err("data.levels", "a non-empty list", list(d.levels))
         positive("data.train_per_level", d.train_per_level)
         positive("data.eval_per_level", d.eval_per_level, strict=False)
+        from ada_ray.data.embedded_task import held_out_size
+
+        cap = min(held_out_size(lv) for lv in d.levels)
+        if d.eval_per_level > cap:
+            raise _err("data.eval_per_level", f"<= {cap} (the smallest level's held-out pool)", d.eval_per_level)
 
     positive("sampler.num_samplers", s.num_samplers)
     positive("sampler.max_new_tokens", s.max_new_tokens)

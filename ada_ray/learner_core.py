@@ -161,12 +161,14 @@ class LearnerCore:
                 sums["loss"] = sums.get("loss", 0.0) + float(loss.detach()) * denom
             if self._any_rank(bad):
                 engine.zero_grad()
+                if hasattr(engine.optimizer, "zero_grad"):
+                    engine.optimizer.zero_grad()  # ZeRO keeps its own gradient buffers
                 skipped += 1
                 continue
+            local_norm = self._local_grad_norm()
             engine.step()
             gn = engine.get_global_grad_norm()
-            if gn is not None:
-                grad_norms.append(float(gn))
+            grad_norms.append(float(gn) if gn is not None else local_norm)
         out = {k: v / max(weight, 1.0) for k, v in sums.items() if k != "loss"}
         out["loss"] = sums.get("loss", 0.0) / max(sum(g for _, g, _ in minibatches), 1.0) * world_size
         out["tokens"] = weight
@@ -174,6 +176,21 @@ class LearnerCore:
         out["grad_norm"] = sum(grad_norms) / len(grad_norms) if grad_norms else float("nan")
         out["lr"] = float(engine.get_lr()[0]) if hasattr(engine, "get_lr") else float("nan")
         return out
+
+    @torch.no_grad()
+    def _local_grad_norm(self) -> float:
+        """Norm of this rank's accumulated gradient (ZeRO-0 keeps no global norm; with several ranks
+        this is the RMS over ranks of their local norms)."""
+        import torch.distributed as dist
+
+        sq = torch.zeros((), dtype=torch.float64, device=self.device)
+        for p in self.engine.module.parameters():
+            if p.grad is not None:
+                sq += p.grad.detach().double().pow(2).sum()
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            dist.all_reduce(sq)
+            sq /= dist.get_world_size()
+        return float(sq.sqrt())
 
     @torch.no_grad()
     def _ref_logprobs(self, rows: list[Row]) -> list[list[float]]:
@@ -202,7 +219,8 @@ def make_deepspeed_engine(model, lcfg, total_steps: int, use_bf16: bool):
         "train_micro_batch_size_per_gpu": 1,
         "gradient_accumulation_steps": 1,
         "managed_gradient_accumulation": False,
-        "gradient_clipping": lcfg.grad_clip if lcfg.grad_clip > 0 else 0.0,
+        # clipping also makes DeepSpeed compute the global grad norm (a metric); "off" = a huge bound
+        "gradient_clipping": lcfg.grad_clip if lcfg.grad_clip > 0 else 1e12,
         "zero_optimization": {"stage": lcfg.zero_stage},
         "bf16": {"enabled": bool(use_bf16)},
         "steps_per_print": 10**9,

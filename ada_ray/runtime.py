@@ -137,6 +137,24 @@ class Runtime:
         correct = [c for o in outs for c in o["correct"]]
         return summarize([p.difficulty for p in prompts], correct, k, sum(o["errors"] for o in outs))
 
+    # -- checkpoints ------------------------------------------------------------------------------
+
+    def save_learners(self, directory: str, tag: str, hf_dir: str, tokenizer_from: str) -> None:
+        """Every rank saves its DeepSpeed state and takes part in gathering (ZeRO-3); rank 0 writes HF."""
+        _get([lrn.save_checkpoint.remote(directory, tag, hf_dir, tokenizer_from) for lrn in self.learners], 1800,
+             "learner checkpoint")
+
+    def load_learners(self, directory: str, tag: str) -> int:
+        versions = _get([lrn.load_checkpoint.remote(directory, tag) for lrn in self.learners], 1800,
+                        "learner checkpoint load")
+        return versions[0]
+
+    def queue_state(self) -> dict:
+        return _get(self.queue.state_dict.remote(), 300, "queue state")
+
+    def load_queue(self, state: dict) -> None:
+        _get(self.queue.load_state_dict.remote(state), 300, "queue restore")
+
     def sampler_stats(self) -> list[dict]:
         return _get([sp.stats.remote() for sp in self.samplers], 60, "sampler stats")
 

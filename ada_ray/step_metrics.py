@@ -41,6 +41,10 @@ def cohort_metrics(res: CohortResult, step: int, max_rounds: int) -> dict[str, f
     }
     for r in range(1, max_rounds):
         m[f"train/active_after_round_{r}"] = float(sum(1 for g in everything if g.rounds > r))
+    from ada_ray.evaluate import histogram
+
+    for b, v in histogram(pool_pass_rates(res)).items():
+        m[f"train/phat/{b}"] = v
     by: dict[str, list[float]] = defaultdict(list)
     for g in everything:
         by[g.difficulty or "all"].extend(g.round0_rewards)

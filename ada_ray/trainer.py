@@ -1,12 +1,12 @@
 """The driver loop: `ada-ray train`. Reads like the algorithm it runs.
 
-    build the runtime (queue, samplers, learners, weight bus) from the config
+    build the runtime (queue, samplers, learners, weight bus) from the config; resume if asked
     for step in steps:
         cohort  <- wait for the B groups of this step (admission control bounds their staleness)
         metrics <- learners train on them (one DeepSpeed step per mini-batch)
         broadcast the new weights to every sampler; the queue learns the new version
         log; evaluate and checkpoint when due
-    shut everything down; check the work accounting
+    shut everything down; check the work accounting; plots and the final policy to MLflow
 
 Async mode (default) lets samplers run ahead up to trainer.max_staleness versions; sync mode
 samples each step's cohort with the current weights behind a round barrier, as the official
@@ -16,12 +16,12 @@ implementation does.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Optional
 
-from ada_ray.config import AdaRayConfig, to_yaml
+from ada_ray import checkpoint as ckpt
+from ada_ray.config import AdaRayConfig, flatten, to_yaml
 from ada_ray.step_metrics import cohort_metrics
 
 
@@ -35,7 +35,7 @@ def run_dir_for(cfg: AdaRayConfig) -> Path:
 
 
 class StepTimer:
-    """Wall-clock split of a step and the samplers' busy/idle deltas over it."""
+    """Wall-clock split of a step into named parts."""
 
     def __init__(self):
         self.t = time.perf_counter()
@@ -62,9 +62,16 @@ def train(cfg: AdaRayConfig, log=print) -> int:
     from ada_ray import cluster as cl
     from ada_ray.data.datasets import load_splits
     from ada_ray.data.warmstart import resolve_model_path
+    from ada_ray.progress import Progress
     from ada_ray.runtime import Runtime
+    from ada_ray.tracking import Tracker
 
     run_dir = run_dir_for(cfg)
+    resume_from = ckpt.resolve_resume(cfg, run_dir)
+    meta = None
+    if resume_from is not None:
+        meta = ckpt.load_meta(resume_from)
+        ckpt.check_compatible(meta["config"], cfg, resume_from)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(to_yaml(cfg))
     model_path = resolve_model_path(cfg, log)
@@ -72,20 +79,26 @@ def train(cfg: AdaRayConfig, log=print) -> int:
     train_set, eval_set = load_splits(cfg.data, tok)
     log(f"run dir {run_dir}\nmodel {model_path}\n{len(train_set.prompts)} train prompts"
         + (f", {len(eval_set.prompts)} eval prompts" if eval_set else "")
-        + (f" ({train_set.dropped_too_long} dropped as longer than data.max_prompt_tokens)" if train_set.dropped_too_long else ""))
+        + (f" ({train_set.dropped_too_long} dropped as longer than data.max_prompt_tokens)"
+           if train_set.dropped_too_long else ""))
+    tracker = Tracker(run_dir, cfg.tracking.enabled, cfg.tracking.uri, cfg.tracking.experiment, run_dir.name, log)
+    tracker.log_params(flatten(cfg))
+    tracker.log_artifact(run_dir / "config.yaml")
     cluster = cl.connect(cfg)
     rt: Optional[Runtime] = None
-    metrics_file = open(run_dir / "metrics.jsonl", "a")
+    status = "FAILED"
     try:
         rt = Runtime.build(cfg, cluster, model_path, train_set.prompts, log=log)
-        t_start = time.time()
-        if eval_set and cfg.trainer.eval_every > 0:
-            res = rt.evaluate(eval_set.prompts, cfg.trainer.eval_samples, cfg.trainer.eval_temperature, cfg.trainer.seed)
-            _write(metrics_file, 0, res.metrics())
-            log(f"step 0 eval avg@{res.k} {res.avg_at_k:.4f} pass@{res.k} {res.pass_at_k:.4f}")
-        rt.start_sampling()
-        prev = rt.sampler_stats()
         step = 0
+        if resume_from is not None:
+            step = restore(rt, resume_from, meta, log)
+        evaluate = make_evaluator(rt, cfg, eval_set, tracker)
+        if step == 0 and cfg.trainer.eval_every > 0:
+            evaluate(0, log)
+        rt.start_sampling()
+        progress = Progress(cfg.trainer.total_steps, cfg.trainer.progress, start=step, log=log)
+        prev = rt.sampler_stats()
+        t_start = time.time()
         while step < cfg.trainer.total_steps:
             timer = StepTimer()
             cohort = rt.wait_cohort(step, timeout_s=cfg.sampler.lease_timeout_s)
@@ -93,16 +106,13 @@ def train(cfg: AdaRayConfig, log=print) -> int:
                 raise TrainingError(f"no cohort for step {step} within sampler.lease_timeout_s = "
                                     f"{cfg.sampler.lease_timeout_s}s; queue: {rt.queue_stats()}")
             if cohort == "end":
-                log(f"data exhausted after {step} steps")
+                progress.message(f"data exhausted after {step} steps")
                 break
             timer.lap("wait")
             m = cohort_metrics(cohort, step, cfg.algo.max_rounds)
             m.update({f"learner/{k}": v for k, v in rt.train(cohort, step).items()})
             timer.lap("train")
-            if m.get("learner/nonfinite_streak", 0) >= cfg.learner.max_nonfinite_steps:
-                raise TrainingError(f"{int(m['learner/nonfinite_streak'])} training steps in a row had a NaN/inf "
-                                    f"loss (learner.max_nonfinite_steps = {cfg.learner.max_nonfinite_steps}); "
-                                    "lower learner.lr or check the rewards")
+            check_finite(m, cfg)
             step += 1
             m.update(rt.sync_weights(step))
             timer.lap("sync")
@@ -113,29 +123,85 @@ def train(cfg: AdaRayConfig, log=print) -> int:
             m.update({f"time/{k}": v for k, v in timer.parts.items()})
             m.update({"time/step": step_s, "perf/groups_per_s": m["train/groups"] / step_s,
                       "perf/tokens_per_s": m["sampler/tokens"] / step_s,
-                      "learner/idle_ratio": 1.0 - m.get("learner/train_seconds", 0.0) / step_s})
-            if eval_set and cfg.trainer.eval_every > 0 and step % cfg.trainer.eval_every == 0:
-                res = rt.evaluate(eval_set.prompts, cfg.trainer.eval_samples, cfg.trainer.eval_temperature,
-                                  cfg.trainer.seed)
-                m.update(res.metrics())
-                timer.lap("eval")
-            _write(metrics_file, step, m)
-            log(_line(step, cfg.trainer.total_steps, m, time.time() - t_start))
+                      "learner/idle_ratio": max(0.0, 1.0 - m.get("learner/train_seconds", 0.0) / step_s)})
+            if cfg.trainer.eval_every > 0 and step % cfg.trainer.eval_every == 0:
+                m.update(evaluate(step, None))
+            tracker.log_metrics(step, m)
+            progress.update(step, m, _line(step, cfg.trainer.total_steps, m, time.time() - t_start))
+            if cfg.trainer.save_every > 0 and (step % cfg.trainer.save_every == 0 or step == cfg.trainer.total_steps):
+                path = ckpt.save(run_dir, step, cfg, rt, model_path, {"mlflow_run_id": tracker.run_id})
+                progress.message(f"checkpoint {path}")
+        progress.close()
+        final_dir = save_final_policy(rt, run_dir, step, model_path)
         accounting = rt.shutdown()
         rt = None
         (run_dir / "accounting.json").write_text(json.dumps(accounting, indent=2))
-        log(f"done: {step} steps in {time.time() - t_start:.0f}s; accounting {accounting}")
+        finish_artifacts(run_dir, tracker, final_dir, log)
+        log(f"done: {step} steps; accounting {accounting}")
+        status = "FINISHED"
         return 0
     finally:
-        metrics_file.close()
         if rt is not None:
             rt.shutdown()
-        cluster.shutdown() if cluster.started_here else None
+        tracker.close(status)
+        if cluster.started_here:
+            cluster.shutdown()
 
 
-def _write(fh, step: int, m: dict) -> None:
-    fh.write(json.dumps({"step": step, **{k: float(v) for k, v in m.items()}}) + "\n")
-    fh.flush()
+def restore(rt, path: Path, meta: dict, log) -> int:
+    """Learner state from the checkpoint, the queue's state, and the samplers on those weights."""
+    step = int(meta["step"])
+    rt.load_learners(str(path / "learner"), f"step_{step}")
+    rt.load_queue(json.loads((path / "queue.json").read_text()))
+    rt.sync_weights(step)
+    log(f"resumed from {path} at step {step}")
+    return step
+
+
+def make_evaluator(rt, cfg: AdaRayConfig, eval_set, tracker):
+    def evaluate(step: int, log) -> dict:
+        if eval_set is None:
+            return {}
+        res = rt.evaluate(eval_set.prompts, cfg.trainer.eval_samples, cfg.trainer.eval_temperature, cfg.trainer.seed,
+                          cfg.sampler.max_new_tokens)
+        m = res.metrics()
+        if step == 0:
+            tracker.log_metrics(0, m)
+        if log:
+            log(f"step {step} eval avg@{res.k} {res.avg_at_k:.4f} pass@{res.k} {res.pass_at_k:.4f}")
+        return m
+
+    return evaluate
+
+
+def check_finite(m: dict, cfg: AdaRayConfig) -> None:
+    streak = m.get("learner/nonfinite_streak", 0)
+    if streak >= cfg.learner.max_nonfinite_steps:
+        raise TrainingError(f"{int(streak)} training steps in a row had a NaN/inf loss and were skipped "
+                            f"(learner.max_nonfinite_steps = {cfg.learner.max_nonfinite_steps}); lower learner.lr "
+                            "or check the rewards and data")
+
+
+def save_final_policy(rt, run_dir: Path, step: int, model_path: str) -> Path:
+    out = run_dir / "final"
+    rt.save_learners(str(run_dir / ".final_ds"), "final", str(out), model_path)
+    import shutil
+
+    shutil.rmtree(run_dir / ".final_ds", ignore_errors=True)
+    (out / "ada_ray.json").write_text(json.dumps({"step": step}))
+    return out
+
+
+def finish_artifacts(run_dir: Path, tracker, final_dir: Path, log) -> None:
+    from ada_ray.plots import make_plots
+
+    try:
+        for p in make_plots(run_dir):
+            tracker.log_artifact(p, "plots")
+    except Exception as exc:  # noqa: BLE001 - plots must not fail a finished run
+        log(f"plots failed: {exc}")
+    tracker.log_artifact(run_dir / "accounting.json")
+    tracker.log_artifact(final_dir, "final_policy")
 
 
 def _line(step: int, total: int, m: dict, elapsed: float) -> str:
@@ -144,6 +210,7 @@ def _line(step: int, total: int, m: dict, elapsed: float) -> str:
          f"stale {m['train/staleness_mean']:.2f} groups/s {m['perf/groups_per_s']:.2f} "
          f"wait {m.get('time/wait', 0):.2f}s train {m.get('time/train', 0):.2f}s sync {m.get('time/sync', 0):.3f}s "
          f"loss {m.get('learner/loss', float('nan')):.4f}")
-    if "eval/pass@1" in m:
-        s += f" | eval avg {m[[k for k in m if k.startswith('eval/avg@')][0]]:.4f}"
+    avg = [k for k in m if k.startswith("eval/avg@") and "/" not in k[len("eval/avg@"):]]
+    if avg:
+        s += f" | eval {avg[0][5:]} {m[avg[0]]:.4f}"
     return s + f" [{elapsed:.0f}s]"

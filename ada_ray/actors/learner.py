@@ -152,3 +152,39 @@ class Learner:
 
     def param_checksum(self) -> float:
         return float(sum(p.detach().double().sum() for p in self.engine.module.parameters()))
+
+    # -- checkpoints ------------------------------------------------------------------------------
+
+    def save_checkpoint(self, directory: str, tag: str, hf_dir: Optional[str], tokenizer_from: str) -> bool:
+        """DeepSpeed state (every rank) and, from rank 0, the policy in HF format (safetensors)."""
+        self.engine.save_checkpoint(directory, tag=tag, client_state={"version": self.version})
+        if hf_dir is None:
+            return True
+        import deepspeed
+
+        params = list(self.engine.module.parameters())
+        ctx = (deepspeed.zero.GatheredParameters(params, modifier_rank=None) if self.cfg.learner.zero_stage == 3
+               else _null())
+        with ctx:
+            if self.rank == 0:
+                from transformers import AutoTokenizer
+
+                self.engine.module.save_pretrained(hf_dir, safe_serialization=True)
+                AutoTokenizer.from_pretrained(tokenizer_from).save_pretrained(hf_dir)
+        return True
+
+    def load_checkpoint(self, directory: str, tag: str) -> int:
+        _, client = self.engine.load_checkpoint(directory, tag=tag, load_optimizer_states=True,
+                                                load_lr_scheduler_states=True)
+        if client is None:
+            raise FileNotFoundError(f"no DeepSpeed checkpoint {tag!r} in {directory}")
+        self.version = int(client.get("version", 0))
+        return self.version
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False

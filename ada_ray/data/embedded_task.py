@@ -72,19 +72,47 @@ def _level_items(level: str, seed: int, want: int, exclude: set[str], max_tries:
     return out
 
 
-def _level_seed(seed: int, level_index: int, offset: int) -> int:
-    return offset + seed * 7919 * LEVEL_SEED_STRIDE // 1000 + level_index * LEVEL_SEED_STRIDE
+def _level_seed(seed: int, level: str, offset: int) -> int:
+    """Seed range of one (purpose, level): depends on the level's name, not its place in a list."""
+    t, d = parse_level(level)
+    return offset + seed * 7919 * LEVEL_SEED_STRIDE // 1000 + (10 * t + d) * LEVEL_SEED_STRIDE
+
+
+HELD_OUT_PER_LEVEL = 200  # eval prompts are a prefix of this held-out pool, never trained on
+
+
+def distinct_problems(level: str) -> int:
+    """How many different prompts a level has (2x1: 10 x 10 x 2 = 200)."""
+    t, d = parse_level(level)
+    per_operand = 10 if d == 1 else 9 * 10 ** (d - 1)
+    return per_operand**t * 2 ** (t - 1)
+
+
+def held_out_size(level: str) -> int:
+    """At most 200 prompts, and at most a quarter of a small level (2x1: 50)."""
+    return min(HELD_OUT_PER_LEVEL, distinct_problems(level) // 4)
+
+
+def held_out(level: str, seed: int) -> list[TaskItem]:
+    """The level's held-out pool; every eval split is a prefix of it."""
+    n = held_out_size(level)
+    return _level_items(level, _level_seed(seed, level, EVAL_OFFSET), n, set(), 20 * n + 100)
 
 
 def make_splits(levels: Sequence[str], train_per_level: int, eval_per_level: int, seed: int
                 ) -> tuple[list[TaskItem], list[TaskItem]]:
-    """Deterministic, disjoint (train, eval) lists. Small levels (2x1 has 200 distinct problems)
-    give fewer train prompts than asked rather than duplicates."""
+    """Deterministic, disjoint (train, eval) lists. Train prompts never come from the held-out pool
+    (of which the eval split is a prefix), whatever eval_per_level is. Small levels (2x1 has 200
+    distinct problems) give fewer prompts than asked rather than duplicates."""
     train: list[TaskItem] = []
     evals: list[TaskItem] = []
-    for i, level in enumerate(levels):
-        ev = _level_items(level, _level_seed(seed, i, EVAL_OFFSET), eval_per_level, set(), 20 * eval_per_level + 100)
-        tr = _level_items(level, _level_seed(seed, i, 0), train_per_level, {e.question for e in ev},
+    for level in levels:
+        if eval_per_level > held_out_size(level):
+            raise ValueError(f"eval_per_level {eval_per_level} exceeds level {level}'s held-out pool of "
+                             f"{held_out_size(level)}")
+        pool = held_out(level, seed)
+        ev = pool[:eval_per_level]
+        tr = _level_items(level, _level_seed(seed, level, 0), train_per_level, {e.question for e in pool},
                           20 * train_per_level + 100)
         evals.extend(ev)
         train.extend(tr)
@@ -108,8 +136,7 @@ def sft_stream(levels: Sequence[str], seed: int, exclude: set[str]) -> Iterator[
     while True:
         lv = levels[rng.randrange(len(levels))]
         if not buffers[lv]:
-            i = list(levels).index(lv)
-            ds = _dataset(lv, _level_seed(seed, i, SFT_OFFSET) + cursors[lv], chunk)
+            ds = _dataset(lv, _level_seed(seed, lv, SFT_OFFSET) + cursors[lv], chunk)
             cursors[lv] += chunk
             for j in range(chunk):
                 e = ds[j]

@@ -36,7 +36,7 @@ def cache_root(cfg: AdaRayConfig) -> Path:
 def embedded_key(cfg: AdaRayConfig) -> str:
     blob = json.dumps({
         "v": BUILD_VERSION, "shape": asdict(cfg.model.embedded), "warm": asdict(cfg.model.warmstart),
-        "levels": list(cfg.data.levels), "eval_per_level": cfg.data.eval_per_level, "seed": cfg.data.seed,
+        "seed": cfg.data.seed,
     }, sort_keys=True)
     return hashlib.sha1(blob.encode()).hexdigest()[:12]
 
@@ -87,8 +87,8 @@ def train_warmstart(cfg: AdaRayConfig, out: Path, log: Optional[Callable[[str], 
     model = build_model(cfg.model.embedded, len(tok), seed=w.seed)
     model.train()
     vocab = tok.get_vocab()
-    _, evals = embedded_task.make_splits(cfg.data.levels, 1, cfg.data.eval_per_level, cfg.data.seed)
-    stream = embedded_task.sft_stream(list(cfg.data.levels), w.seed, {e.question for e in evals})
+    held = {e.question for lv in w.levels for e in embedded_task.held_out(lv, cfg.data.seed)}
+    stream = embedded_task.sft_stream(list(w.levels), w.seed, held)
     opt = torch.optim.AdamW(model.parameters(), lr=w.lr, betas=(0.9, 0.98), weight_decay=w.weight_decay)
     losses: list[float] = []
     for step in range(w.steps):

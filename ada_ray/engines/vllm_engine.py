@@ -26,7 +26,7 @@ def cpu_env(kv_cache_gib: float) -> dict[str, str]:
         "VLLM_CPU_KVCACHE_SPACE": str(max(1, int(round(kv_cache_gib)))),
         "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
         "TOKENIZERS_PARALLELISM": "false",
-        "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "WARNING"),
+        "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "ERROR"),
     }
 
 

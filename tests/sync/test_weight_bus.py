@@ -66,3 +66,38 @@ def test_bucket_plan_is_greedy_in_order():
     assert [[s.name for s in b] for b in plan_buckets(specs, 2048)] == [["t0", "t1"], ["t2", "t3"], ["t4"]]
     big = [TensorSpec("huge", (4096,), "torch.float32")] + specs[:1]
     assert [[s.name for s in b] for b in plan_buckets(big, 2048)] == [["huge"], ["t0"]]
+
+
+def test_bus_listens_on_loopback_only():
+    import os
+
+    import psutil
+
+    ctx = mp.get_context("spawn")
+    sender = WeightBusSender(2, "gloo", "127.0.0.1", timeout_s=60)
+    meta_q, out_q = ctx.Queue(), ctx.Queue()
+    proc = ctx.Process(target=_receiver, args=(sender.port, 1, 2, meta_q, out_q))
+    proc.start()
+    try:
+        sender.connect()
+        me = psutil.Process(os.getpid())
+        listening = [c for c in me.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+        assert listening and all(c.laddr.ip == "127.0.0.1" for c in listening), listening
+    finally:
+        meta_q.put(None)
+        proc.join(timeout=30)
+        sender.close()
+
+
+def test_port_in_use_is_a_clear_error():
+    import socket
+
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", 0))
+    blocker.listen(1)
+    port = blocker.getsockname()[1]
+    try:
+        with pytest.raises(OSError, match=f"127.0.0.1:{port}"):
+            WeightBusSender(2, "gloo", "127.0.0.1", port=port)
+    finally:
+        blocker.close()

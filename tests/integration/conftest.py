@@ -1,0 +1,55 @@
+"""Integration fixtures: one local Ray cluster (127.0.0.1) for the whole session, the embedded
+policy built once, and a check that no stray Ray / vLLM / MLflow process outlives the tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from ada_ray.config import load_config
+
+
+def tiny_overrides(tmp_path, **extra) -> list[str]:
+    """A few-step run on a small slice of the embedded task."""
+    base = {
+        "data.train_per_level": 24, "data.eval_per_level": 4, "trainer.batch_prompts": 6,
+        "trainer.total_steps": 3, "trainer.eval_every": 0, "trainer.output_dir": str(tmp_path),
+        "trainer.run_name": "run", "sampler.max_num_seqs": 128, "tracking.enabled": "false",
+    }
+    base.update(extra)
+    return [f"{k}={v}" for k, v in base.items()]
+
+
+@pytest.fixture(scope="session")
+def model_path():
+    from ada_ray.data.warmstart import ensure_embedded_policy
+
+    return str(ensure_embedded_policy(load_config()))
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(model_path):
+    import ray
+
+    ray.init(num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1",
+             runtime_env={"env_vars": {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}},
+             logging_level="WARNING")
+    yield ray
+    ray.shutdown()
+
+
+def _stray(pattern: str) -> list[str]:
+    out = subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if str(os.getpid()) not in line.split()[0]]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_stray_processes():
+    yield
+    import time
+
+    time.sleep(2)
+    left = _stray("ray::|raylet|gcs_server|mlflow server")
+    assert not left, f"stray processes after the tests: {left}"

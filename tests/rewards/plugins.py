@@ -1,0 +1,25 @@
+"""Reward plug-ins used by the tests (loaded by module name, as users' plug-ins are)."""
+
+import time
+
+
+def constant_half(completion, answer):
+    return 0.5
+
+
+def raises(completion, answer):
+    raise RuntimeError("boom")
+
+
+def not_a_number(completion, answer):
+    return "yes"
+
+
+def nan(completion, answer):
+    return float("nan")
+
+
+def hangs_on_hang(completion, answer):
+    if completion == "hang":
+        time.sleep(3600)
+    return 1.0

@@ -1,0 +1,104 @@
+"""The learner's DeepSpeed step, in-process (world size 1, gloo, CPU): it moves log-probs in the
+direction of the advantages, skips a non-finite step, and keeps data-parallel denominators."""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+
+import pytest
+import torch
+
+from ada_ray.algo.loss import LossConfig
+from ada_ray.config import LearnerConfig
+from ada_ray.learner_core import LearnerCore, Row, make_deepspeed_engine, pad_rows, skip_deepspeed_shm_build
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ds_world():
+    import deepspeed
+    import torch.distributed as dist
+
+    os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                       "MASTER_PORT": str(_free_port()), "DS_ACCELERATOR": "cpu", "GLOO_SOCKET_IFNAME": "lo"})
+    skip_deepspeed_shm_build()
+    deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False)
+    yield
+    dist.destroy_process_group()
+
+
+def _core(lr=1e-2, **loss_kw):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=20, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=32,
+                                         tie_word_embeddings=True, pad_token_id=0, eos_token_id=2, bos_token_id=1))
+    engine = make_deepspeed_engine(model, LearnerConfig(lr=lr, grad_clip=0.0), 10, False)
+    return LearnerCore(engine, LossConfig(dual_clip_c=None, tis_cap=None, **loss_kw), 0, 1.0, 4, torch.device("cpu"))
+
+
+def _mean_lp(core, rows):
+    return [sum(x) / len(x) for x in core.logprobs(rows)]
+
+
+def test_pad_rows_masks_only_completion_targets():
+    rows = [Row([1, 5, 6], [7, 2], [-0.1, -0.2], 1.0, 0), Row([1, 5], [9], [-0.3], -1.0, 0)]
+    ids, att, targets, cmask, blp = pad_rows(rows, 0, "cpu")
+    assert ids.tolist() == [[1, 5, 6, 7, 2], [1, 5, 9, 0, 0]]
+    assert att.tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]
+    assert cmask.tolist() == [[0, 0, 1, 1], [0, 1, 0, 0]]  # positions predicting completion tokens
+    assert targets[0, 2:4].tolist() == [7, 2] and targets[1, 1].item() == 9
+    assert blp[0, 2:4].tolist() == pytest.approx([-0.1, -0.2])
+
+
+def test_step_moves_logprobs_with_the_advantage(ds_world):
+    core = _core()
+    pos = [Row([1, 5, 6], [7, 8, 2], [], 1.0, 0), Row([1, 4, 6], [9, 2], [], 1.0, 0)]
+    neg = [Row([1, 5, 6], [10, 11, 2], [], -1.0, 0), Row([1, 4, 6], [12, 2], [], -1.0, 0)]
+    rows = pos + neg
+    before_p, before_n = _mean_lp(core, pos), _mean_lp(core, neg)
+    tokens = sum(len(r.completion) for r in rows)
+    for _ in range(3):
+        m = core.train([(rows, float(tokens), float(len(rows)))], world_size=1)
+    after_p, after_n = _mean_lp(core, pos), _mean_lp(core, neg)
+    assert all(a > b for a, b in zip(after_p, before_p))
+    assert all(a < b for a, b in zip(after_n, before_n))
+    assert m["nonfinite_minibatches"] == 0 and math.isfinite(m["grad_norm"]) and m["tokens"] == tokens
+
+
+def test_zero_advantage_changes_nothing(ds_world):
+    core = _core()
+    rows = [Row([1, 5, 6], [7, 8, 2], [], 0.0, 0)]
+    before = [p.detach().clone() for p in core.engine.module.parameters()]
+    core.train([(rows, 3.0, 1.0)], world_size=1)
+    after = list(core.engine.module.parameters())
+    assert all(torch.allclose(a, b) for a, b in zip(after, before))
+
+
+def test_nonfinite_loss_skips_the_step(ds_world):
+    core = _core()
+    rows = [Row([1, 5, 6], [7, 8, 2], [], float("nan"), 0)]
+    before = [p.detach().clone() for p in core.engine.module.parameters()]
+    m = core.train([(rows, 3.0, 1.0)], world_size=1)
+    assert m["nonfinite_minibatches"] == 1
+    assert all(torch.equal(a, b) for a, b in zip(core.engine.module.parameters(), before))
+    good = [Row([1, 5, 6], [7, 8, 2], [], 1.0, 0)]
+    m = core.train([(good, 3.0, 1.0)], world_size=1)  # the next step trains normally
+    assert m["nonfinite_minibatches"] == 0
+    assert not all(torch.equal(a, b) for a, b in zip(core.engine.module.parameters(), before))
+
+
+def test_mini_batches_each_step_the_optimizer(ds_world):
+    core = _core()
+    rows = [Row([1, 5, 6], [7, 8, 2], [], 1.0, 0), Row([1, 4, 6], [9, 2], [], -1.0, 0)]
+    steps_before = core.engine.global_steps
+    core.train([(rows[:1], 3.0, 1.0), (rows[1:], 2.0, 1.0)], world_size=1)
+    assert core.engine.global_steps == steps_before + 2
