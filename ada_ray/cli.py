@@ -4,8 +4,10 @@ CONFIG is a YAML file or a preset name from conf/ (default: conf/default.yaml); 
 are dotted overrides (algo.n=8). Commands:
   train        run Reinforce-Ada / GRPO / DAPO training on Ray (driver: ada_ray.trainer)
   warmstart    build (or reuse) the embedded base policy and report its pass-rate histogram
-  eval         avg@k and pass@k of a checkpoint (model.path) on the eval split
+  eval         avg@k and pass@k on the eval split: `ada-ray eval CHECKPOINT [key=value ...]` (a training
+               checkpoint, a run's final/ folder, or any HF folder), or of model.path
   show-config  print the resolved config
+  bench        ada-ray bench {sync,system,queue,sampler,algo} [param=value ...] (see BENCHMARKS.md)
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 from ada_ray.config import ConfigError, load_config, to_yaml
 
@@ -28,6 +31,25 @@ def _split_args(rest: list[str]) -> tuple[str, list[str]]:
         else:
             overrides.append(a)
     return config, overrides
+
+
+def checkpoint_config(path: Path) -> tuple[str, Optional[dict]]:
+    """For `ada-ray eval CHECKPOINT`: the policy folder and the config it was trained with.
+
+    Accepts a training checkpoint (``.../checkpoints/step_k`` with ``hf/``), a run's ``final/``
+    folder, or any folder holding a transformers checkpoint."""
+    path = path.expanduser().resolve()
+    if (path / "hf" / "config.json").is_file() and (path / "trainer.json").is_file():
+        return str(path / "hf"), json.loads((path / "trainer.json").read_text())["config"]
+    if (path / "config.json").is_file():
+        run_cfg = path.parent / "config.yaml"
+        if run_cfg.is_file():
+            from omegaconf import OmegaConf
+
+            return str(path), OmegaConf.to_container(OmegaConf.load(run_cfg))
+        return str(path), None
+    raise FileNotFoundError(f"{path} is neither a training checkpoint (hf/ + trainer.json) nor a transformers "
+                            "checkpoint folder (config.json)")
 
 
 def cmd_show_config(cfg, args) -> int:
@@ -90,13 +112,54 @@ def cmd_train(cfg, args) -> int:
     return train(cfg)
 
 
+BENCH_PARAMS = {"steps": int, "skip": int, "out": str, "smoke": lambda v: v.lower() in ("1", "true", "yes"),
+                "receivers": int, "big_mb": float, "repeats": int, "seeds": int, "budget": int}
+
+
+def cmd_bench(argv: list[str]) -> int:
+    """ada-ray bench <name> [param=value ...] [config.key=value ...]"""
+    import importlib
+
+    names = {"sync": "weight_sync", "system": "system", "queue": "queue", "sampler": "sampler", "algo": "algos"}
+    if not argv or argv[0] not in names:
+        print(f"ada-ray bench: expected one of {', '.join(names)}", file=sys.stderr)
+        return 2
+    mod = importlib.import_module(f"ada_ray.bench.{names[argv[0]]}")
+    params, overrides = {}, []
+    for a in argv[1:]:
+        key, _, value = a.partition("=")
+        if key in BENCH_PARAMS:
+            params["out_dir" if key == "out" else key] = (Path(value) if key == "out" else BENCH_PARAMS[key](value))
+        else:
+            overrides.append(a)
+    import inspect
+
+    accepted = inspect.signature(mod.run).parameters
+    if overrides and "overrides" not in accepted:
+        print(f"ada-ray bench {argv[0]}: unknown parameter(s) {overrides}", file=sys.stderr)
+        return 2
+    if overrides:
+        params["overrides"] = overrides
+    unknown = [k for k in params if k not in accepted]
+    if unknown:
+        print(f"ada-ray bench {argv[0]}: it takes no parameter(s) {unknown}; it takes {list(accepted)}",
+              file=sys.stderr)
+        return 2
+    result = mod.run(**params)
+    print(mod.format_table(result))
+    return 0
+
+
 COMMANDS = {"train": cmd_train, "warmstart": cmd_warmstart, "eval": cmd_eval, "show-config": cmd_show_config}
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "bench":
+        return cmd_bench(argv[1:])
     parser = argparse.ArgumentParser(prog="ada-ray", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=sorted(COMMANDS))
+    parser.add_argument("command", choices=sorted(COMMANDS) + ["bench"])
     parser.add_argument("--split", default=None, help="train or eval (warmstart: train; eval: eval)")
     parser.add_argument("--report-k", type=int, default=0, help="warmstart: samples per prompt for the report")
     parser.add_argument("--k", type=int, default=0, help="eval: samples per prompt (default trainer.eval_samples)")
@@ -109,7 +172,11 @@ def main(argv: list[str] | None = None) -> int:
         args.split = "train" if args.command == "warmstart" else "eval"
     config, overrides = _split_args(rest)
     try:
-        cfg = load_config(config, overrides)
+        if args.command == "eval" and config != "default" and Path(config).is_dir():
+            model_dir, saved = checkpoint_config(Path(config))
+            cfg = load_config(None, [f"model.path={model_dir}"] + overrides, base=saved)
+        else:
+            cfg = load_config(config, overrides)
         return COMMANDS[args.command](cfg, args)
     except ConfigError as exc:
         print(f"ada-ray: {exc}", file=sys.stderr)

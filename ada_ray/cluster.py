@@ -31,7 +31,8 @@ class Cluster:
     resources: dict
 
     def shutdown(self) -> None:
-        if ray.is_initialized():
+        """Shut Ray down if this process started the cluster; leave a joined one alone."""
+        if self.started_here and ray.is_initialized():
             ray.shutdown()
 
 
@@ -45,7 +46,8 @@ def connect(cfg: AdaRayConfig, env: Optional[dict] = None) -> Cluster:
     if ray.is_initialized():
         return Cluster(local=_single_node(), started_here=False, resources=ray.cluster_resources())
     if address:
-        ray.init(address=address, runtime_env=runtime_env, log_to_driver=True)
+        # inside `ray job submit` the job's runtime_env (working dir) applies; actors add env vars
+        ray.init(address=address, log_to_driver=True)
         return Cluster(local=_single_node(), started_here=False, resources=ray.cluster_resources())
     # a single-node cluster started here binds every Ray server to 127.0.0.1 (Ray's laptop mode)
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")

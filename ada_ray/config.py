@@ -35,52 +35,52 @@ class ConfigError(ValueError):
 class DataConfig:
     # embedded: the built-in chain-sum task; jsonl / parquet / hf_disk: user datasets on disk.
     source: str = "embedded"
-    train_path: Optional[str] = None
-    eval_path: Optional[str] = None
-    question_field: str = "question"
-    answer_field: str = "answer"
-    id_field: Optional[str] = None
-    difficulty_field: Optional[str] = None
+    train_path: Optional[str] = None  # training records (jsonl / parquet file, or a save_to_disk folder)
+    eval_path: Optional[str] = None  # evaluation records, same format
+    question_field: str = "question"  # record field holding the question
+    answer_field: str = "answer"  # record field holding the reference answer
+    id_field: Optional[str] = None  # record field with a stable prompt id (default: hash of the question)
+    difficulty_field: Optional[str] = None  # record field with a difficulty label (metrics per label)
     # raw: the question as is; math_boxed: the paper's template (system prompt + suffix) rendered
     # with the tokenizer's chat template when it has one.
     prompt_template: str = "raw"
-    system_prompt: str = "Please reason step by step, and put your final answer within \\boxed{}."
-    max_prompt_tokens: int = 32
-    # reward: "exact" (string match), "math" (math-verify on the last \boxed{}), or
+    system_prompt: str = "Please reason step by step, and put your final answer within \\boxed{}."  # math_boxed
+    max_prompt_tokens: int = 32  # longer prompts are dropped (and counted)
+    # "exact" (string match), "math" (math-verify on the last \boxed{}), or
     # "module.path:function" naming a function (completion, answer) -> float.
     reward: str = "exact"
-    reward_timeout_s: float = 5.0
+    reward_timeout_s: float = 5.0  # per verifier call; a call past it scores 0 and is counted
     # embedded task: chain sums written compactly ("57+38-9="); levels are TxD (terms x digits).
     levels: list[str] = field(default_factory=lambda: ["2x1", "3x1", "2x2", "3x2", "2x3", "4x2"])
-    train_per_level: int = 500
-    eval_per_level: int = 50
-    seed: int = 0
+    train_per_level: int = 500  # embedded: train prompts per level (fewer for small levels)
+    eval_per_level: int = 50  # embedded: eval prompts per level, from a held-out pool
+    seed: int = 0  # embedded: generator seed
 
 
 @dataclass
 class EmbeddedModelConfig:
     """Shape of the tiny Qwen2 policy built locally (no hub)."""
 
-    hidden_size: int = 128
-    intermediate_size: int = 512
-    num_layers: int = 4
-    num_heads: int = 4
-    num_kv_heads: int = 2
-    max_positions: int = 64
+    hidden_size: int = 128  # Qwen2 hidden size
+    intermediate_size: int = 512  # MLP width
+    num_layers: int = 4  # decoder layers
+    num_heads: int = 4  # attention heads
+    num_kv_heads: int = 2  # key/value heads (GQA)
+    max_positions: int = 64  # context length
 
 
 @dataclass
 class WarmStartConfig:
     """Supervised warm-start of the embedded policy on the embedded task."""
 
-    steps: int = 1500
-    batch_size: int = 64
-    lr: float = 3e-3
-    warmup_steps: int = 50
-    min_lr_ratio: float = 0.1
-    weight_decay: float = 0.01
-    seed: int = 0
-    threads: int = 2
+    steps: int = 1500  # SFT steps (about 5 min on 2 CPU cores)
+    batch_size: int = 64  # examples per SFT step
+    lr: float = 3e-3  # peak learning rate (AdamW)
+    warmup_steps: int = 50  # linear warm-up
+    min_lr_ratio: float = 0.1  # cosine decay down to lr x this
+    weight_decay: float = 0.01  # AdamW weight decay
+    seed: int = 0  # model init and data stream seed
+    threads: int = 2  # torch threads
     # levels the base policy is taught (independent of data.levels, so RL on a subset reuses it)
     levels: list[str] = field(default_factory=lambda: ["2x1", "3x1", "2x2", "3x2", "2x3", "4x2"])
 
@@ -91,119 +91,114 @@ class ModelConfig:
     # with a transformers checkpoint (or a hub name on machines that reach the hub).
     path: str = "embedded"
     cache_dir: Optional[str] = None  # default: $ADA_RAY_CACHE or ~/.cache/ada_ray
-    dtype: str = "auto"  # auto | float32 | bfloat16 | float16
+    dtype: str = "auto"  # sampler weights dtype (auto: the checkpoint's on GPU, float32 on CPU)
     embedded: EmbeddedModelConfig = field(default_factory=EmbeddedModelConfig)
     warmstart: WarmStartConfig = field(default_factory=WarmStartConfig)
 
 
 @dataclass
 class AlgoConfig:
-    name: str = "ada_seq_balance"
-    n: int = 4  # update group size per prompt
-    samples_per_round: int = 8  # M
-    max_rounds: int = 4  # R
+    name: str = "ada_seq_balance"  # the algorithm
+    n: int = 4  # update group size per prompt (grpo/dapo: samples per prompt)
+    samples_per_round: int = 8  # ada_seq: samples drawn per round (M)
+    max_rounds: int = 4  # ada_seq: round cap (R)
     k_pos: Optional[int] = None  # default: 1 (pos) or floor(n/2) (balance)
     k_neg: Optional[int] = None  # default: n - floor(n/2) (balance)
-    positive_threshold: float = 0.7
+    positive_threshold: float = 0.7  # a sample is positive when its reward exceeds this
     norm_adv_by_std: Optional[bool] = None  # default: true for grpo/dapo, false otherwise
-    inverse_p_weight: bool = False  # paper v3 1/p-hat factor for ada_seq
-    # ada_est
-    est_alpha: float = 1.0
-    est_beta: float = 16.0
-    est_lambda: float = 0.9
-    est_mean_samples: float = 8.0
-    est_weight: str = "inv_sqrt"  # inv_sqrt | inv
-    est_n_min: int = 2
-    est_n_max: int = 32
-    est_residual_weight: bool = True
-    # dapo: at most this many prompts drawn per batch, as a multiple of the batch size
-    dapo_max_draws_factor: float = 3.0
-    # policy loss
-    clip_low: float = 0.2
-    clip_high: float = 0.28
-    dual_clip_c: Optional[float] = 10.0
-    entropy_coef: float = 0.0
-    kl_coef: float = 0.0
-    loss_agg: str = "token_mean"  # token_mean | seq_mean_token_mean
-    # decoupled off-policy correction: importance weight prox/behaviour truncated at this cap
-    # (null turns the correction off)
-    tis_cap: Optional[float] = 2.0
+    inverse_p_weight: bool = False  # ada_seq: paper v3 1/p-hat factor on the advantage
+    est_alpha: float = 1.0  # pass-rate memory: Beta prior alpha
+    est_beta: float = 16.0  # pass-rate memory: Beta prior beta
+    est_lambda: float = 0.9  # pass-rate memory: EMA decay of the counts
+    est_mean_samples: float = 8.0  # ada_est: average samples per prompt (budget = this x batch)
+    est_weight: str = "inv_sqrt"  # ada_est: budget weight 1/sqrt(p-hat) or 1/p-hat
+    est_n_min: int = 2  # ada_est: fewest samples per prompt
+    est_n_max: int = 32  # ada_est: most samples per prompt
+    est_residual_weight: bool = True  # ada_est: advantage x 1/sqrt(mean reward)
+    dapo_max_draws_factor: float = 3.0  # dapo: at most this x batch prompts drawn per step
+    clip_low: float = 0.2  # PPO ratio clip below 1
+    clip_high: float = 0.28  # PPO ratio clip above 1 (asymmetric, "clip-higher")
+    dual_clip_c: Optional[float] = 10.0  # dual clip for negative advantages (null: off)
+    entropy_coef: float = 0.0  # entropy bonus
+    kl_coef: float = 0.0  # KL(pi || reference) penalty (k3 estimator; > 0 keeps a frozen reference)
+    loss_agg: str = "token_mean"  # how token losses are averaged
+    tis_cap: Optional[float] = 2.0  # off-policy correction: weight prox/behaviour truncated here (null: off)
 
 
 @dataclass
 class SamplerConfig:
-    num_samplers: int = 1
-    engine: str = "vllm"
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = -1
-    max_new_tokens: int = 8
-    max_model_len: int = 64
-    max_num_seqs: int = 256
-    num_cpus: float = 1.0
-    num_gpus: float = 0.0
-    gpu_memory_utilization: float = 0.5
-    tensor_parallel_size: int = 1
-    kv_cache_gib: float = 1.0  # CPU engine only
-    enforce_eager: bool = True
-    seed: int = 0
-    lease_timeout_s: float = 600.0
-    reward_workers: int = 0  # 0: score in the sampler's thread; >0: a process pool
+    num_samplers: int = 1  # S: sampler actors (one vLLM engine each)
+    engine: str = "vllm"  # generation backend
+    temperature: float = 1.0  # sampling temperature (the learner scales logits by it too)
+    top_p: float = 1.0  # nucleus sampling
+    top_k: int = -1  # top-k sampling (-1: off)
+    max_new_tokens: int = 8  # response length cap
+    max_model_len: int = 64  # engine context length (prompt + response)
+    max_num_seqs: int = 256  # sequences in flight per engine (continuous batching capacity)
+    num_cpus: float = 1.0  # CPUs per sampler actor (Ray resource; CPU engine threads)
+    num_gpus: float = 0.0  # GPUs per sampler actor (x tensor_parallel_size)
+    gpu_memory_utilization: float = 0.5  # vLLM GPU memory share
+    tensor_parallel_size: int = 1  # vLLM tensor parallel size
+    kv_cache_gib: float = 1.0  # CPU engine only: KV cache size
+    enforce_eager: bool = True  # no CUDA graphs / torch.compile (fast start)
+    seed: int = 0  # engine seed (work items carry their own seeds)
+    lease_timeout_s: float = 600.0  # a leased work item not reported by then goes out again
+    reward_workers: int = 0  # 0: score in the sampler's thread; >0: a process pool (bounds hangs)
 
 
 @dataclass
 class LearnerConfig:
-    num_learners: int = 1
-    lr: float = 1e-4
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.99])
-    weight_decay: float = 0.0
-    warmup_steps: int = 0
-    grad_clip: float = 1.0
-    zero_stage: int = 0
+    num_learners: int = 1  # L: data-parallel DeepSpeed ranks
+    lr: float = 1e-4  # AdamW learning rate
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.99])  # AdamW betas
+    weight_decay: float = 0.0  # AdamW weight decay
+    warmup_steps: int = 0  # linear LR warm-up steps
+    grad_clip: float = 1.0  # global grad-norm clip (0: off)
+    zero_stage: int = 0  # DeepSpeed ZeRO stage 0-3
     micro_batch_size: int = 256  # sequences per forward/backward
     mini_batches: int = 1  # optimizer steps per training step (PPO mini-batches)
-    dtype: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | float32 | bfloat16
-    num_cpus: float = 1.0
-    num_gpus: float = 0.0
-    gradient_checkpointing: bool = False
-    max_nonfinite_steps: int = 5  # stop after this many NaN/inf losses in a row
+    dtype: str = "auto"  # training dtype (auto: bf16 on GPU, fp32 on CPU)
+    num_cpus: float = 1.0  # CPUs per learner actor (Ray resource; torch threads on CPU)
+    num_gpus: float = 0.0  # GPUs per learner actor
+    gradient_checkpointing: bool = False  # recompute activations in backward
+    max_nonfinite_steps: int = 5  # stop after this many steps in a row skipped for NaN/inf losses
 
 
 @dataclass
 class WeightSyncConfig:
-    backend: str = "auto"  # auto (nccl on GPU, gloo on CPU) | gloo | nccl
-    bucket_mb: float = 64.0
-    packing: str = "auto"  # auto | per_tensor | flat
+    backend: str = "auto"  # auto: nccl when samplers and learners have GPUs, else gloo
+    bucket_mb: float = 64.0  # tensors are broadcast in buckets of about this size
+    packing: str = "auto"  # per bucket: one broadcast per tensor, or one flat buffer (auto: by backend)
     host: str = "auto"  # address the learner's store binds; auto: 127.0.0.1 or the node IP
-    timeout_s: float = 300.0
+    timeout_s: float = 300.0  # bus set-up and broadcast timeout
 
 
 @dataclass
 class TrainerConfig:
-    mode: str = "async"  # async | sync
-    total_steps: int = 200
-    total_epochs: Optional[int] = None
+    mode: str = "async"  # async: samplers run ahead (bounded staleness); sync: round barrier, on-policy
+    total_steps: int = 200  # training steps
+    total_epochs: Optional[int] = None  # stop when the data has been used this many times (null: no limit)
     batch_prompts: int = 32  # B: prompts (groups) per training step
-    max_staleness: int = 2
-    prompt_order: str = "sequential"  # sequential | hardest_first | weighted
-    eval_every: int = 50
-    eval_samples: int = 8
-    eval_temperature: float = 1.0
-    save_every: int = 0
-    resume: Optional[str] = None  # null | auto | PATH
-    output_dir: str = "runs"
-    run_name: Optional[str] = None
-    seed: int = 0
-    ray_address: Optional[str] = None  # default: $RAY_ADDRESS, else a local cluster
-    ray_num_cpus: Optional[int] = None
-    progress: str = "auto"  # auto | rich | plain | off
+    max_staleness: int = 2  # async: a sample is trained at most this many versions after its policy
+    prompt_order: str = "sequential"  # new prompts per epoch: shuffled, hardest first, or weighted by 1/sqrt(p-hat)
+    eval_every: int = 50  # evaluate every this many steps (0: never)
+    eval_samples: int = 8  # k for avg@k / pass@k
+    eval_temperature: float = 1.0  # evaluation sampling temperature
+    save_every: int = 0  # checkpoint every this many steps (0: never)
+    resume: Optional[str] = None  # null, auto (latest checkpoint of this run), or a checkpoint / run path
+    output_dir: str = "runs"  # run directories go here
+    run_name: Optional[str] = None  # run directory name (default: time + algorithm); fix it to resume
+    seed: int = 0  # seeds work items (sampling), data order and evaluation
+    ray_address: Optional[str] = None  # default: $RAY_ADDRESS, else a local cluster on 127.0.0.1
+    ray_num_cpus: Optional[int] = None  # logical CPUs of a local cluster (default: enough for all actors)
+    progress: str = "auto"  # progress display (auto: rich on a terminal, plain lines otherwise)
 
 
 @dataclass
 class TrackingConfig:
-    enabled: bool = True
+    enabled: bool = True  # MLflow tracking (metrics.jsonl is always written)
     uri: Optional[str] = None  # default: $MLFLOW_TRACKING_URI, else sqlite in the run dir
-    experiment: str = "ada_ray"
+    experiment: str = "ada_ray"  # MLflow experiment name
 
 
 @dataclass
@@ -340,10 +335,12 @@ def load_config(
     overrides: list[str] | None = None,
     *,
     validate_config: bool = True,
+    base: Optional[dict] = None,
 ) -> AdaRayConfig:
-    """Schema defaults <- YAML (and its defaults list) <- dotted overrides, then validation."""
+    """Schema defaults <- `base` (a saved config) <- YAML (and its defaults list) <- dotted
+    overrides, then validation."""
     cfg = _schema()
-    layers: list[tuple[str, Any]] = []
+    layers: list[tuple[str, Any]] = [("saved config", OmegaConf.create(base))] if base else []
     p = resolve_config_path(path)
     if p is not None:
         layers.extend(_load_yaml(p))

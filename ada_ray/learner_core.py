@@ -113,8 +113,11 @@ class LearnerCore:
         """minibatches: [(this rank's rows, global token count, global sequence count)] - one
         optimizer step each."""
         engine = self.engine
-        # proximal log-probs: the policy at the start of this step, for every row of every part
-        prox_all = [self.logprobs(rows) if rows else [] for rows, _, _ in minibatches]
+        # proximal log-probs: the policy at the start of this step, for every row of every part. With
+        # one mini-batch the weights have not moved when it is trained, so they equal the current
+        # log-probs (detached) and the extra forward pass is skipped.
+        single = len(minibatches) == 1
+        prox_all = [None] if single else [self.logprobs(rows) if rows else [] for rows, _, _ in minibatches]
         ref_all = None
         if self.ref_model is not None:
             ref_all = [self._ref_logprobs(rows) if rows else [] for rows, _, _ in minibatches]
@@ -136,12 +139,13 @@ class LearnerCore:
                 part = [rows[i] for i in idx]
                 lp, ent, cmask, blp = sequence_logprobs(engine.module, part, self.pad_id, self.temperature,
                                                         self.device, True)
-                prox = torch.zeros_like(lp)
+                prox = lp.detach() if single else torch.zeros_like(lp)
                 ref = torch.zeros_like(lp) if ref_all is not None else None
                 for k, i in enumerate(idx):
                     lo = len(part[k].prompt) - 1
                     n = len(part[k].completion)
-                    prox[k, lo:lo + n] = torch.tensor(prox_all[j][i], device=self.device)
+                    if not single:
+                        prox[k, lo:lo + n] = torch.tensor(prox_all[j][i], device=self.device)
                     if ref is not None:
                         ref[k, lo:lo + n] = torch.tensor(ref_all[j][i], device=self.device)
                 adv = torch.tensor([r.advantage for r in part], dtype=lp.dtype, device=self.device)

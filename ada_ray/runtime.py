@@ -35,6 +35,10 @@ class Runtime:
     bus_world: int
     groups: list = field(default_factory=list)  # placement groups
     version: int = 0
+    model_path: str = ""
+    sampler_env: dict = field(default_factory=dict)
+    replaced: int = 0  # samplers replaced after dying or failing a broadcast
+    log: Any = print
 
     # -- construction ----------------------------------------------------------------------------
 
@@ -46,19 +50,20 @@ class Runtime:
         d = to_dict(cfg)
         s, lr = cfg.sampler, cfg.learner
         sampler_gpu, learner_gpu = s.num_gpus > 0, lr.num_gpus > 0
-        queue = PromptQueue.options(num_cpus=0, name=None).remote(prompts, d, estimator_state)
+        queue = PromptQueue.options(num_cpus=0, runtime_env={"env_vars": dict(cl.BASE_ENV)}).remote(
+            prompts, d, estimator_state)
         lpg = cl.learner_group(cfg)
         spg = cl.sampler_group(cfg)
-        learners = [Learner.options(num_cpus=lr.num_cpus, num_gpus=lr.num_gpus,
+        renv = {"env_vars": dict(cl.BASE_ENV)}
+        learners = [Learner.options(num_cpus=lr.num_cpus, num_gpus=lr.num_gpus, runtime_env=renv,
                                     scheduling_strategy=cl.in_bundle(lpg, i)).remote(i, lr.num_learners, d, model_path,
                                                                                       learner_gpu)
                     for i in range(lr.num_learners)]
         env = cl.sampler_env(cfg, sampler_gpu)
-        samplers = [Sampler.options(num_cpus=s.num_cpus, num_gpus=s.num_gpus * s.tensor_parallel_size,
-                                    scheduling_strategy=cl.in_bundle(spg, i), max_restarts=0)
-                    .remote(f"sampler-{i}", d, model_path, queue, sampler_gpu, 0, env)
-                    for i in range(s.num_samplers)]
-        rt = cls(cfg, cluster, queue, samplers, learners, 1 + s.num_samplers * s.tensor_parallel_size, [lpg, spg])
+        rt = cls(cfg, cluster, queue, [], learners, 1 + s.num_samplers * s.tensor_parallel_size, [lpg, spg],
+                 model_path=model_path, sampler_env=env, log=log)
+        samplers = [rt._new_sampler(i, 0) for i in range(s.num_samplers)]
+        rt.samplers = samplers
         t0 = time.time()
         host, port = _get(learners[0].address.remote(cluster.local), 120, "learner 0 address")
         _get([lrn.setup.remote(host, port, cluster.local) for lrn in learners], 600, "learner setup (DeepSpeed)")
@@ -66,6 +71,14 @@ class Runtime:
         log(f"actors up in {time.time() - t0:.1f}s: {len(samplers)} sampler(s), {len(learners)} learner(s)")
         rt.open_bus()
         return rt
+
+    def _new_sampler(self, index: int, version: int):
+        s = self.cfg.sampler
+        return Sampler.options(num_cpus=s.num_cpus, num_gpus=s.num_gpus * s.tensor_parallel_size,
+                               runtime_env={"env_vars": dict(cl.BASE_ENV, **self.sampler_env)},
+                               scheduling_strategy=cl.in_bundle(self.groups[1], index), max_restarts=0).remote(
+            f"sampler-{index}", to_dict(self.cfg), self.model_path, self.queue, s.num_gpus > 0, version,
+            self.sampler_env)
 
     def open_bus(self) -> None:
         ws = self.cfg.weight_sync
@@ -86,8 +99,57 @@ class Runtime:
     def start_sampling(self) -> None:
         _get([sp.start_sampling.remote() for sp in self.samplers], 60, "start sampling")
 
-    def wait_cohort(self, step: int, timeout_s: float):
-        return _get(self.queue.wait_cohort.remote(step, timeout_s), timeout_s + 60, "wait for cohort")
+    def wait_cohort(self, step: int, timeout_s: float, poll_s: float = 10.0):
+        """The cohort of `step` ("end" when there is none). Every `poll_s` the samplers are checked;
+        a dead one is replaced (its work goes out again) and the wait goes on."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            got = _get(self.queue.wait_cohort.remote(step, max(0.0, min(poll_s, left))), poll_s + 60,
+                       "wait for cohort")
+            if got is not None or left <= poll_s:
+                return got
+            dead = self.dead_samplers()
+            if dead:
+                self.replace_samplers(dead, "died")
+
+    # -- fault tolerance ------------------------------------------------------------------------
+
+    def dead_samplers(self, timeout_s: float = 30.0) -> list[int]:
+        """Indices of samplers that are gone, or whose loop died."""
+        refs = [sp.ready.remote() for sp in self.samplers]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        dead = []
+        for i, r in enumerate(refs):
+            if r not in ready:
+                dead.append(i)  # not answering a trivial call: hung
+                continue
+            try:
+                ray.get(r)
+            except Exception:  # noqa: BLE001 - RayActorError, loop died
+                dead.append(i)
+        return dead
+
+    def replace_samplers(self, indices: list[int], why: str) -> None:
+        """Kill and recreate these samplers, rebuild the weight bus with everyone, and bring every
+        sampler to the current weights before the new ones start sampling."""
+        for i in indices:
+            self.log(f"sampler-{i} {why}: replacing it; its leased work goes out again")
+            _get(self.queue.release_sampler.remote(f"sampler-{i}"), 60, "release sampler")
+            try:
+                ray.kill(self.samplers[i], no_restart=True)
+            except Exception:  # noqa: BLE001
+                pass
+            self.samplers[i] = self._new_sampler(i, self.version)
+        _get([self.samplers[i].ready.remote() for i in indices], 600, "replacement sampler start")
+        self.replaced += len(indices)
+        for i, sp in enumerate(self.samplers):
+            if i not in indices:
+                _get(sp.leave_bus.remote(), 60, "leave weight bus")
+        _get(self.learners[0].bus_close.remote(), 60, "close weight bus")
+        self.open_bus()
+        self._broadcast(self.version)
+        _get([self.samplers[i].start_sampling.remote() for i in indices], 60, "start sampling")
 
     def train(self, cohort, step: int) -> dict:
         shares = learner_shares(cohort.groups, len(self.learners), self.cfg.learner.mini_batches)
@@ -104,19 +166,41 @@ class Runtime:
                     merged[k] = merged.get(k, 0.0) + w * v
         return merged
 
+    def _broadcast(self, version: int) -> dict:
+        """One update: the meta to every sampler (one call each), the tensors over the bus. A sampler
+        that fails or does not finish in time is named, replaced, and the update is redone."""
+        meta = _get(self.learners[0].weight_meta.remote(version), 120, "weight meta")
+        recv = [sp.update_weights.remote(meta) for sp in self.samplers]
+        senders = self.learners if self.cfg.learner.zero_stage == 3 else self.learners[:1]
+        send = [lrn.bus_send.remote(meta) for lrn in senders]
+        timeout = self.cfg.weight_sync.timeout_s + 30
+        ready, _ = ray.wait(send + recv, num_returns=len(send + recv), timeout=timeout)
+        failed = []
+        for i, r in enumerate(recv):
+            try:
+                if r not in ready:
+                    raise TimeoutError(f"no answer within {timeout:.0f}s")
+                ray.get(r)
+            except Exception as exc:  # noqa: BLE001
+                failed.append((i, exc))
+        if failed:
+            names = ", ".join(f"sampler-{i} ({type(e).__name__}: {str(e).splitlines()[0][:120]})" for i, e in failed)
+            self.log(f"weight broadcast of version {version} failed for {names}")
+            for r in send:  # let the sender's collective finish or time out before rebuilding
+                try:
+                    ray.get(r, timeout=timeout)
+                except Exception:  # noqa: BLE001
+                    pass
+            self.replace_samplers([i for i, _ in failed], "failed the weight broadcast")  # redoes the update
+            return {"bytes": 0, "seconds": float("nan")}
+        return ray.get(send[0])
+
     def sync_weights(self, version: int) -> dict:
         """Broadcast the learner's weights as `version` to every sampler, then tell the queue."""
         t0 = time.perf_counter()
-        meta = _get(self.learners[0].weight_meta.remote(version), 120, "weight meta")
-        recv = [sp.update_weights.remote(meta) for sp in self.samplers]
-        if self.cfg.learner.zero_stage == 3:
-            send = [lrn.bus_send.remote(meta) for lrn in self.learners]
-        else:
-            send = [self.learners[0].bus_send.remote(meta)]
-        results = _get(send + recv, self.cfg.weight_sync.timeout_s + 60, "weight broadcast")
-        stats = results[0]
-        seconds = time.perf_counter() - t0
         self.version = version
+        stats = self._broadcast(version)
+        seconds = time.perf_counter() - t0
         _get(self.queue.set_version.remote(version), 60, "queue version")
         mb = stats.get("bytes", 0) / 1e6
         return {"sync/seconds": seconds, "sync/send_seconds": stats.get("seconds", 0.0), "sync/mb": mb,

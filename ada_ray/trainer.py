@@ -73,6 +73,8 @@ def train(cfg: AdaRayConfig, log=print) -> int:
         meta = ckpt.load_meta(resume_from)
         ckpt.check_compatible(meta["config"], cfg, resume_from)
     run_dir.mkdir(parents=True, exist_ok=True)
+    if resume_from is not None:
+        truncate_logs(run_dir, int(meta["step"]))
     (run_dir / "config.yaml").write_text(to_yaml(cfg))
     model_path = resolve_model_path(cfg, log)
     tok = AutoTokenizer.from_pretrained(model_path)
@@ -99,6 +101,7 @@ def train(cfg: AdaRayConfig, log=print) -> int:
         progress = Progress(cfg.trainer.total_steps, cfg.trainer.progress, start=step, log=log)
         prev = rt.sampler_stats()
         t_start = time.time()
+        trained_log = open(run_dir / "trained_prompts.jsonl", "a")  # audit: which prompts each step trained
         while step < cfg.trainer.total_steps:
             timer = StepTimer()
             cohort = rt.wait_cohort(step, timeout_s=cfg.sampler.lease_timeout_s)
@@ -109,6 +112,9 @@ def train(cfg: AdaRayConfig, log=print) -> int:
                 progress.message(f"data exhausted after {step} steps")
                 break
             timer.lap("wait")
+            trained_log.write(json.dumps({"step": step, "prompts": [g.prompt_id for g in cohort.groups],
+                                          "dropped": [g.prompt_id for g in cohort.dropped]}) + "\n")
+            trained_log.flush()
             m = cohort_metrics(cohort, step, cfg.algo.max_rounds)
             m.update({f"learner/{k}": v for k, v in rt.train(cohort, step).items()})
             timer.lap("train")
@@ -119,6 +125,9 @@ def train(cfg: AdaRayConfig, log=print) -> int:
             cur = rt.sampler_stats()
             m.update(sampler_deltas(prev, cur))
             prev = cur
+            q = rt.queue_stats()
+            m.update({"queue/busy_s_total": q["busy_s"], "queue/calls_total": float(q["calls"]),
+                      "time/elapsed": time.time() - t_start})
             step_s = sum(timer.parts.values())
             m.update({f"time/{k}": v for k, v in timer.parts.items()})
             m.update({"time/step": step_s, "perf/groups_per_s": m["train/groups"] / step_s,
@@ -132,6 +141,7 @@ def train(cfg: AdaRayConfig, log=print) -> int:
                 path = ckpt.save(run_dir, step, cfg, rt, model_path, {"mlflow_run_id": tracker.run_id})
                 progress.message(f"checkpoint {path}")
         progress.close()
+        trained_log.close()
         final_dir = save_final_policy(rt, run_dir, step, model_path)
         accounting = rt.shutdown()
         rt = None
@@ -144,8 +154,16 @@ def train(cfg: AdaRayConfig, log=print) -> int:
         if rt is not None:
             rt.shutdown()
         tracker.close(status)
-        if cluster.started_here:
-            cluster.shutdown()
+        cluster.shutdown()
+
+
+def truncate_logs(run_dir: Path, step: int) -> None:
+    """A resume at `step` redoes what came after it: drop those lines from the run's logs."""
+    for name, keep in (("metrics.jsonl", lambda r: r["step"] <= step), ("trained_prompts.jsonl", lambda r: r["step"] < step)):
+        p = run_dir / name
+        if p.is_file():
+            rows = [line for line in p.read_text().splitlines() if line.strip() and keep(json.loads(line))]
+            p.write_text("".join(r + "\n" for r in rows))
 
 
 def restore(rt, path: Path, meta: dict, log) -> int:

@@ -92,3 +92,10 @@ def test_defaults_list_inheritance(tmp_path: Path):
     (tmp_path / "child.yaml").write_text("defaults: [base.yaml]\nalgo:\n  n: 8\n")
     cfg = load_config(tmp_path / "child.yaml")
     assert cfg.algo.n == 8 and cfg.trainer.total_steps == 7
+
+
+def test_config_reference_is_up_to_date():
+    from ada_ray.config_doc import render
+
+    committed = (CONF_DIR.parent / "docs" / "CONFIG.md").read_text()
+    assert committed == render(), "docs/CONFIG.md is stale: run `python -m ada_ray.config_doc`"

@@ -65,7 +65,12 @@ class Sampler:
         return fut.result(timeout=timeout)
 
     def ready(self) -> str:
+        if self.error:
+            raise RuntimeError(f"sampler {self.id} loop died: {self.error}")
         return self.id
+
+    def pid(self) -> int:
+        return os.getpid()
 
     def join_bus(self, host: str, port: int, base_rank: int, world_size: int, backend: str, timeout_s: float):
         return self._call(lambda: self.engine.join_bus(host, port, base_rank, world_size, backend, timeout_s))
