@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -106,7 +107,15 @@ def cmd_eval(cfg, args) -> int:
     return 0
 
 
+def loopback_ray(address: Optional[str] = None) -> None:
+    """A local Ray cluster started by this process binds its servers to 127.0.0.1. Ray reads the
+    switch when it is imported, so this runs before anything imports ray."""
+    if not (address or os.environ.get("RAY_ADDRESS")):
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+
 def cmd_train(cfg, args) -> int:
+    loopback_ray(cfg.trainer.ray_address)
     from ada_ray.trainer import train
 
     return train(cfg)
@@ -124,6 +133,7 @@ def cmd_bench(argv: list[str]) -> int:
     if not argv or argv[0] not in names:
         print(f"ada-ray bench: expected one of {', '.join(names)}", file=sys.stderr)
         return 2
+    loopback_ray()
     mod = importlib.import_module(f"ada_ray.bench.{names[argv[0]]}")
     params, overrides = {}, []
     for a in argv[1:]:
@@ -181,9 +191,17 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"ada-ray: {exc}", file=sys.stderr)
         return 2
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ValueError) as exc:  # DataError, ModelError and friends
         print(f"ada-ray: {exc}", file=sys.stderr)
         return 2
+    except RuntimeError as exc:
+        from ada_ray.cluster import ResourceError
+        from ada_ray.trainer import TrainingError
+
+        if isinstance(exc, (ResourceError, TrainingError)):
+            print(f"ada-ray: {exc}", file=sys.stderr)
+            return 1
+        raise
 
 
 if __name__ == "__main__":

@@ -170,6 +170,7 @@ class WeightSyncConfig:
     bucket_mb: float = 64.0  # tensors are broadcast in buckets of about this size
     packing: str = "auto"  # per bucket: one broadcast per tensor, or one flat buffer (auto: by backend)
     host: str = "auto"  # address the learner's store binds; auto: 127.0.0.1 or the node IP
+    port: int = 0  # the store's port on that host (0: a free one)
     timeout_s: float = 300.0  # bus set-up and broadcast timeout
 
 
@@ -178,10 +179,12 @@ class TrainerConfig:
     mode: str = "async"  # async: samplers run ahead (bounded staleness); sync: round barrier, on-policy
     total_steps: int = 200  # training steps
     total_epochs: Optional[int] = None  # stop when the data has been used this many times (null: no limit)
+    total_samples: Optional[int] = None  # stop once trained cohorts have generated this many samples (null: no limit)
     batch_prompts: int = 32  # B: prompts (groups) per training step
     max_staleness: int = 2  # async: a sample is trained at most this many versions after its policy
     prompt_order: str = "sequential"  # new prompts per epoch: shuffled, hardest first, or weighted by 1/sqrt(p-hat)
     eval_every: int = 50  # evaluate every this many steps (0: never)
+    final_eval: bool = True  # evaluate once more at the end (if the last step was not an eval step)
     eval_samples: int = 8  # k for avg@k / pass@k
     eval_temperature: float = 1.0  # evaluation sampling temperature
     save_every: int = 0  # checkpoint every this many steps (0: never)
@@ -544,6 +547,8 @@ def validate(cfg: AdaRayConfig) -> None:
     positive("learner.max_nonfinite_steps", lr.max_nonfinite_steps)
 
     positive("weight_sync.bucket_mb", w.bucket_mb)
+    if not 0 <= w.port <= 65535:
+        raise _err("weight_sync.port", "in [0, 65535] (0: any free port)", w.port)
     positive("weight_sync.timeout_s", w.timeout_s)
 
     positive("trainer.total_steps", t.total_steps)
@@ -557,6 +562,8 @@ def validate(cfg: AdaRayConfig) -> None:
         raise _err("learner.mini_batches", f"<= trainer.batch_prompts ({t.batch_prompts})", lr.mini_batches)
     if t.max_staleness < 0:
         raise _err("trainer.max_staleness", ">= 0", t.max_staleness)
+    if t.total_samples is not None and t.total_samples < 1:
+        raise _err("trainer.total_samples", ">= 1 or null", t.total_samples)
     if t.total_epochs is not None and t.total_epochs < 1:
         raise _err("trainer.total_epochs", ">= 1 or null", t.total_epochs)
     positive("trainer.eval_every", t.eval_every, strict=False)

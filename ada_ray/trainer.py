@@ -101,6 +101,7 @@ def train(cfg: AdaRayConfig, log=print) -> int:
         progress = Progress(cfg.trainer.total_steps, cfg.trainer.progress, start=step, log=log)
         prev = rt.sampler_stats()
         t_start = time.time()
+        generated = float(meta.get("generated_samples", 0.0)) if meta else 0.0
         trained_log = open(run_dir / "trained_prompts.jsonl", "a")  # audit: which prompts each step trained
         while step < cfg.trainer.total_steps:
             timer = StepTimer()
@@ -112,6 +113,7 @@ def train(cfg: AdaRayConfig, log=print) -> int:
                 progress.message(f"data exhausted after {step} steps")
                 break
             timer.lap("wait")
+            generated += cohort.samples_generated
             trained_log.write(json.dumps({"step": step, "prompts": [g.prompt_id for g in cohort.groups],
                                           "dropped": [g.prompt_id for g in cohort.dropped]}) + "\n")
             trained_log.flush()
@@ -125,6 +127,10 @@ def train(cfg: AdaRayConfig, log=print) -> int:
             cur = rt.sampler_stats()
             m.update(sampler_deltas(prev, cur))
             prev = cur
+            for i, st in enumerate(cur):
+                m[f"sampler/{i}/samples_total"] = float(st["samples"])
+                m[f"sampler/{i}/version"] = float(st["version"])
+            m["sampler/replaced_total"] = float(rt.replaced)
             q = rt.queue_stats()
             m.update({"queue/busy_s_total": q["busy_s"], "queue/calls_total": float(q["calls"]),
                       "time/elapsed": time.time() - t_start})
@@ -133,13 +139,20 @@ def train(cfg: AdaRayConfig, log=print) -> int:
             m.update({"time/step": step_s, "perf/groups_per_s": m["train/groups"] / step_s,
                       "perf/tokens_per_s": m["sampler/tokens"] / step_s,
                       "learner/idle_ratio": max(0.0, 1.0 - m.get("learner/train_seconds", 0.0) / step_s)})
-            if cfg.trainer.eval_every > 0 and step % cfg.trainer.eval_every == 0:
+            m["train/samples_generated_total"] = generated
+            budget_done = cfg.trainer.total_samples is not None and generated >= cfg.trainer.total_samples
+            last = step == cfg.trainer.total_steps or budget_done
+            if (cfg.trainer.eval_every > 0 and step % cfg.trainer.eval_every == 0) or (last and cfg.trainer.final_eval):
                 m.update(evaluate(step, None))
             tracker.log_metrics(step, m)
             progress.update(step, m, _line(step, cfg.trainer.total_steps, m, time.time() - t_start))
             if cfg.trainer.save_every > 0 and (step % cfg.trainer.save_every == 0 or step == cfg.trainer.total_steps):
-                path = ckpt.save(run_dir, step, cfg, rt, model_path, {"mlflow_run_id": tracker.run_id})
+                path = ckpt.save(run_dir, step, cfg, rt, model_path, {"mlflow_run_id": tracker.run_id,
+                                                                       "generated_samples": generated})
                 progress.message(f"checkpoint {path}")
+            if budget_done:
+                progress.message(f"sample budget reached: {generated:.0f} generated samples after {step} steps")
+                break
         progress.close()
         trained_log.close()
         final_dir = save_final_policy(rt, run_dir, step, model_path)

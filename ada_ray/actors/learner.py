@@ -122,7 +122,7 @@ class Learner:
         backend = "nccl" if (ws.backend == "nccl" or (ws.backend == "auto" and self.use_gpu)) else "gloo"
         if self.bus is not None:
             self.bus.close()
-        self.bus = WeightBusSender(world_size, backend, host, 0, ws.bucket_mb, ws.packing, ws.timeout_s)
+        self.bus = WeightBusSender(world_size, backend, host, ws.port, ws.bucket_mb, ws.packing, ws.timeout_s)
         return self.bus.address
 
     def bus_connect(self) -> None:

@@ -122,6 +122,7 @@ class WorkScheduler:
         self.next_cohort = 0  # next cohort index to open
         self.first_untaken = 0  # cohorts below this have been handed to the learner
         self.data_exhausted = False
+        self.deferred: list[str] = []  # prompts that came up again inside one cohort (epoch boundary)
         self.end_cohort: Optional[int] = None  # first cohort index that will never exist
         self.cohorts: dict[int, _Cohort] = {}
         self.inflight: dict[str, PromptState] = {}  # key: f"{cohort}:{prompt_id}"
@@ -148,24 +149,37 @@ class WorkScheduler:
             self._open(self.next_cohort)
             self.next_cohort += 1
 
-    def _draw(self) -> Optional[Prompt]:
-        if self.data_exhausted:
-            return None
-        nxt = self.order.next(self.estimator)
-        if nxt is None:
-            self.data_exhausted = True
-            return None
-        self.acct.prompts_drawn += 1
-        return self.prompts[nxt[0]]
+    def _draw(self, co: "_Cohort") -> Optional[Prompt]:
+        """The next prompt for cohort `co`. A cohort never holds a prompt twice: across an epoch
+        boundary the same prompt can come up again; it is deferred to the next cohort."""
+        taken = set(co.admitted)
+        for i, pid in enumerate(self.deferred):
+            if pid not in taken:
+                del self.deferred[i]
+                self.acct.prompts_drawn += 1
+                return self.prompts[pid]
+        while not self.data_exhausted:
+            nxt = self.order.next(self.estimator)
+            if nxt is None:
+                self.data_exhausted = True
+                break
+            if nxt[0] in taken:
+                self.deferred.append(nxt[0])
+                continue
+            self.acct.prompts_drawn += 1
+            return self.prompts[nxt[0]]
+        return None
 
     def _open(self, index: int) -> None:
         co = _Cohort(index)
         drawn: list[Prompt] = []
         while len(drawn) < self.batch_prompts:
-            p = self._draw()
+            p = self._draw(co)
             if p is None:
                 break
             drawn.append(p)
+            co.admitted.append(p.prompt_id)
+        co.admitted = []
         if not drawn:
             self.end_cohort = index
             return
@@ -289,7 +303,7 @@ class WorkScheduler:
         if self.strategy.replaces_zero_signal and self.strategy.is_zero_signal(group):  # type: ignore[attr-defined]
             cap = math.ceil(self.algo.dapo_max_draws_factor * co.target)
             if co.draws < cap:
-                replacement = self._draw()
+                replacement = self._draw(co)
                 if replacement is not None:
                     group.dropped = True
                     co.dropped.append(group)
@@ -368,7 +382,7 @@ class WorkScheduler:
         acct.reissued += len(self.leases)  # leases die with this process; their work goes out again
         return {
             "version": self.version, "next_cohort": self.next_cohort, "first_untaken": self.first_untaken,
-            "data_exhausted": self.data_exhausted, "end_cohort": self.end_cohort,
+            "data_exhausted": self.data_exhausted, "end_cohort": self.end_cohort, "deferred": list(self.deferred),
             "next_item_id": self._next_item_id,
             "estimator": self.estimator.state_dict(), "order": self.order.state_dict(),
             "accounting": dataclasses.asdict(acct),
@@ -395,6 +409,7 @@ class WorkScheduler:
         self.first_untaken = state["first_untaken"]
         self.data_exhausted = state["data_exhausted"]
         self.end_cohort = state["end_cohort"]
+        self.deferred = list(state.get("deferred", []))
         self._next_item_id = state["next_item_id"]
         self.estimator.load_state_dict(state["estimator"])
         self.order.load_state_dict(state["order"])

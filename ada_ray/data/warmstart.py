@@ -134,12 +134,17 @@ def ensure_embedded_policy(cfg: AdaRayConfig, log: Optional[Callable[[str], None
 def resolve_model_path(cfg: AdaRayConfig, log: Optional[Callable[[str], None]] = None) -> str:
     """model.path as a local folder: 'embedded' builds/caches the tiny policy; a folder must exist
     and hold a config.json; anything else is passed on as a hub name (clusters only)."""
+    from ada_ray.data.model_check import check_policy_dir
+
     if cfg.model.path == "embedded":
-        return str(ensure_embedded_policy(cfg, log))
+        path = str(ensure_embedded_policy(cfg, log))
+        check_policy_dir(path, cfg)
+        return path
     p = Path(cfg.model.path).expanduser()
     if p.exists():
         if not (p / "config.json").is_file():
             raise FileNotFoundError(f"model.path {p} exists but has no config.json: not a transformers checkpoint")
+        check_policy_dir(str(p), cfg)
         return str(p.resolve())
     looks_like_path = cfg.model.path.startswith((".", "/", "~")) or cfg.model.path.count("/") != 1
     if looks_like_path or os.environ.get("HF_HUB_OFFLINE") == "1":

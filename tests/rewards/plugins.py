@@ -23,3 +23,8 @@ def hangs_on_hang(completion, answer):
     if completion == "hang":
         time.sleep(3600)
     return 1.0
+
+
+def huge(completion, answer):
+    """Finite but overflowing: makes the loss non-finite (bad-input row 17)."""
+    return 1e308
