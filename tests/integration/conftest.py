@@ -14,7 +14,7 @@ from ada_ray.config import load_config
 def tiny_overrides(tmp_path, **extra) -> list[str]:
     """A few-step run on a small slice of the embedded task."""
     base = {
-        "data.train_per_level": 24, "data.eval_per_level": 4, "trainer.batch_prompts": 6,
+        "data.train_per_level": 24, "data.eval_per_level": 4, "data.levels": "[2x1,3x1,2x2,3x2]", "trainer.batch_prompts": 6,
         "trainer.total_steps": 3, "trainer.eval_every": 0, "trainer.output_dir": str(tmp_path),
         "trainer.run_name": "run", "sampler.max_num_seqs": 128, "tracking.enabled": "false",
     }
@@ -40,16 +40,31 @@ def ray_cluster(model_path):
     ray.shutdown()
 
 
-def _stray(pattern: str) -> list[str]:
+STRAY = "ray::|raylet|gcs_server|mlflow server|mlflow.server"
+
+
+def _procs(pattern: str) -> dict[int, str]:
     out = subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if str(os.getpid()) not in line.split()[0]]
+    procs = {}
+    for line in out.splitlines():
+        pid, _, cmd = line.partition(" ")
+        if int(pid) != os.getpid():
+            procs[int(pid)] = cmd[:200]
+    return procs
 
 
 @pytest.fixture(scope="session", autouse=True)
 def no_stray_processes():
+    """After the integration tests, no Ray, vLLM (inside Ray actors) or MLflow process they started
+    may remain (processes that were there before the session are not ours)."""
+    before = set(_procs(STRAY))
     yield
     import time
 
-    time.sleep(2)
-    left = _stray("ray::|raylet|gcs_server|mlflow server")
+    deadline = time.time() + 30
+    while True:
+        left = {p: c for p, c in _procs(STRAY).items() if p not in before}
+        if not left or time.time() > deadline:
+            break
+        time.sleep(1)
     assert not left, f"stray processes after the tests: {left}"

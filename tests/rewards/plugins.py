@@ -28,3 +28,8 @@ def hangs_on_hang(completion, answer):
 def huge(completion, answer):
     """Finite but overflowing: makes the loss non-finite (bad-input row 17)."""
     return 1e308
+
+
+def starts_with_7(completion, answer):
+    """A reward the policy can learn in a few dozen steps (learning test): answers that start with 7."""
+    return 1.0 if completion.strip().startswith("7") else 0.0
