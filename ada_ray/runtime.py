@@ -133,7 +133,7 @@ class Runtime:
     def replace_samplers(self, indices: list[int], why: str) -> None:
         """Kill and recreate these samplers, rebuild the weight bus with everyone, and bring every
         sampler to the current weights before the new ones start sampling."""
-        for i in indices:
+        for i in indices:  # (no indices: only rebuild the bus and resend the weights)
             self.log(f"sampler-{i} {why}: replacing it; its leased work goes out again")
             _get(self.queue.release_sampler.remote(f"sampler-{i}"), 60, "release sampler")
             try:
@@ -141,7 +141,8 @@ class Runtime:
             except Exception:  # noqa: BLE001
                 pass
             self.samplers[i] = self._new_sampler(i, self.version)
-        _get([self.samplers[i].ready.remote() for i in indices], 600, "replacement sampler start")
+        if indices:
+            _get([self.samplers[i].ready.remote() for i in indices], 600, "replacement sampler start")
         self.replaced += len(indices)
         for i, sp in enumerate(self.samplers):
             if i not in indices:
@@ -149,7 +150,8 @@ class Runtime:
         _get(self.learners[0].bus_close.remote(), 60, "close weight bus")
         self.open_bus()
         self._broadcast(self.version)
-        _get([self.samplers[i].start_sampling.remote() for i in indices], 60, "start sampling")
+        if indices:
+            _get([self.samplers[i].start_sampling.remote() for i in indices], 60, "start sampling")
 
     def train(self, cohort, step: int) -> dict:
         shares = learner_shares(cohort.groups, len(self.learners), self.cfg.learner.mini_batches)
@@ -191,7 +193,14 @@ class Runtime:
                     ray.get(r, timeout=timeout)
                 except Exception:  # noqa: BLE001
                     pass
-            self.replace_samplers([i for i, _ in failed], "failed the weight broadcast")  # redoes the update
+            # the culprits: samplers that are gone or did not answer; the others saw the collective
+            # break under them and only need the rebuilt bus
+            dead = set(self.dead_samplers())
+            culprits = sorted(dead | {i for i, e in failed if isinstance(e, TimeoutError)})
+            for i, _ in failed:
+                if i not in culprits:
+                    _get(self.queue.release_sampler.remote(f"sampler-{i}"), 60, "release sampler")
+            self.replace_samplers(culprits, "failed the weight broadcast")  # rebuilds the bus, redoes the update
             return {"bytes": 0, "seconds": float("nan")}
         return ray.get(send[0])
 

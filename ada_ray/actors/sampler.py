@@ -42,6 +42,7 @@ class Sampler:
         self.commands: "queue_mod.Queue[tuple[Callable[[], Any], Future]]" = queue_mod.Queue()
         self.sampling = False
         self.stopping = False
+        self.weights_ok = True  # False after a failed update: no generation until the next one
         self.error: Optional[str] = None
         self.items: dict[str, tuple[Any, int]] = {}  # request id -> (work item, start version)
         self.inflight_samples = 0
@@ -81,7 +82,17 @@ class Sampler:
     def update_weights(self, meta: dict) -> int:
         def apply():
             t0 = time.perf_counter()
-            self.engine.receive_weights(meta)
+            try:
+                self.engine.receive_weights(meta)
+            except Exception:
+                # the model may be half loaded: drop what is in flight (the driver hands the leased
+                # work out again) and generate nothing until a complete update arrives
+                self.weights_ok = False
+                self.engine.abort_all()
+                self.items.clear()
+                self.inflight_samples = 0
+                raise
+            self.weights_ok = True
             self.version = int(meta["version"])
             self.stats_["update_s"] += time.perf_counter() - t0
             self.stats_["updates"] += 1
@@ -138,10 +149,10 @@ class Sampler:
         try:
             while not self.stopping:
                 self._run_commands()
-                if self.sampling:
+                if self.sampling and self.weights_ok:
                     self._lease()
                 self._flush_reports()
-                if self.engine.has_unfinished():
+                if self.weights_ok and self.engine.has_unfinished():
                     t0 = time.perf_counter()
                     finished = self.engine.step()
                     self.stats_["busy_s"] += time.perf_counter() - t0

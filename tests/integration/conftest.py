@@ -16,7 +16,7 @@ def tiny_overrides(tmp_path, **extra) -> list[str]:
     base = {
         "data.train_per_level": 24, "data.eval_per_level": 4, "data.levels": "[2x1,3x1,2x2,3x2]", "trainer.batch_prompts": 6,
         "trainer.total_steps": 3, "trainer.eval_every": 0, "trainer.output_dir": str(tmp_path),
-        "trainer.run_name": "run", "sampler.max_num_seqs": 128, "tracking.enabled": "false",
+        "trainer.run_name": "run", "sampler.max_num_seqs": 128, "tracking.enabled": "false", "trainer.eval_samples": 8,
     }
     base.update(extra)
     return [f"{k}={v}" for k, v in base.items()]

@@ -47,7 +47,7 @@ def test_killed_sampler_is_replaced_and_run_completes(ray_cluster, model_path, t
             assert m["train/staleness_max"] <= cfg.trainer.max_staleness
             rt.train(cohort, step)
             rt.sync_weights(step + 1)
-        assert rt.replaced == 1 and any("sampler-1" in line and "replacing" in line for line in logs)
+        assert rt.replaced == 1 and any("sampler-1" in line and "replacing" in line for line in logs), logs
         new_pid = ray.get(rt.samplers[1].pid.remote())
         assert new_pid != victim_pid
         stats = rt.sampler_stats()[1]

@@ -24,6 +24,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def submit(client, out: Path) -> str:
+    env_vars = {"HF_HUB_OFFLINE": "1"}
+    if os.environ.get("ADA_RAY_CACHE"):
+        env_vars["ADA_RAY_CACHE"] = os.environ["ADA_RAY_CACHE"]
+    return client.submit_job(
+        entrypoint=(f"python jobs/train_job.py grpo trainer.total_steps=2 trainer.output_dir={out} "
+                    "trainer.run_name=job data.train_per_level=24 data.eval_per_level=4 "
+                    "trainer.batch_prompts=6 trainer.eval_every=0 trainer.final_eval=false"),
+        runtime_env={"working_dir": str(REPO),
+                     "excludes": [".venv/", "runs/", "results/", ".git/", "**/__pycache__/", "*.egg-info/"],
+                     "env_vars": env_vars},
+    )
+
+
 def test_job_submit_trains_and_tracks(tmp_path, model_path):
     from mlflow.tracking import MlflowClient
     from ray.job_submission import JobStatus, JobSubmissionClient
@@ -34,27 +48,26 @@ def test_job_submit_trains_and_tracks(tmp_path, model_path):
     ray_tmp = tempfile.mkdtemp(prefix="rj", dir="/tmp")  # short: Ray's socket paths have a length limit
     subprocess.run([ray_bin, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(gcs),
                     "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash), "--num-cpus", "4",
+                    "--dashboard-agent-listen-port", str(free_port()),  # another cluster may hold 52365
                     "--disable-usage-stats", "--temp-dir", ray_tmp],
                    check=True, env=env, capture_output=True, timeout=180)
     try:
         client = None
-        deadline = time.time() + 120
+        deadline = time.time() + 180
         while client is None and time.time() < deadline:
             try:
                 client = JobSubmissionClient(f"http://127.0.0.1:{dash}")
             except Exception:  # noqa: BLE001 - dashboard still starting
                 time.sleep(2)
         out = tmp_path / "runs"
-        job = client.submit_job(
-            entrypoint=(f"python jobs/train_job.py grpo trainer.total_steps=2 trainer.output_dir={out} "
-                        "trainer.run_name=job data.train_per_level=24 data.eval_per_level=4 "
-                        "trainer.batch_prompts=6 trainer.eval_every=0"),
-            runtime_env={"working_dir": str(REPO),
-                         "excludes": [".venv/", "runs/", "results/", ".git/", "**/__pycache__/", "*.egg-info/"],
-                         "env_vars": {"ADA_RAY_CACHE": os.environ.get("ADA_RAY_CACHE", ""),
-                                      "HF_HUB_OFFLINE": "1"} if os.environ.get("ADA_RAY_CACHE") else
-                         {"HF_HUB_OFFLINE": "1"}},
-        )
+        job = None
+        while job is None:  # the job agent may need a few more seconds than the dashboard
+            try:
+                job = submit(client, out)
+            except RuntimeError as exc:
+                if "No available agent" not in str(exc) or time.time() > deadline:
+                    raise
+                time.sleep(2)
         status = None
         deadline = time.time() + 900
         while time.time() < deadline:
@@ -73,16 +86,24 @@ def test_job_submit_trains_and_tracks(tmp_path, model_path):
 
 
 def stop_cluster(temp_dir: str) -> None:
-    """Stop only the processes of the head started here (`ray stop` would stop every Ray on the host)."""
+    """Stop only the processes of the head started here (`ray stop` would stop every Ray on the host):
+    those whose command line (or RAY_TMPDIR) names its temp dir, and all their descendants (workers and agents
+    rename themselves ray::..., so only the tree finds them)."""
     import psutil
 
-    procs = []
+    procs = {}
     for p in psutil.process_iter(["cmdline"]):
         try:
-            if any(temp_dir in part for part in (p.info["cmdline"] or [])):
-                procs.append(p)
+            mine = any(temp_dir in part for part in (p.info["cmdline"] or []))
+            if not mine and (p.info["cmdline"] or [""])[0].startswith("ray::"):
+                mine = p.environ().get("RAY_TMPDIR") == temp_dir  # orphaned agents of a killed driver
+            if mine:
+                procs[p.pid] = p
+                for c in p.children(recursive=True):
+                    procs[c.pid] = c
         except psutil.Error:
             pass
+    procs = list(procs.values())
     for p in procs:
         try:
             p.terminate()

@@ -82,7 +82,8 @@ def test_bus_listens_on_loopback_only():
         sender.connect()
         me = psutil.Process(os.getpid())
         listening = [c for c in me.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
-        assert listening and all(c.laddr.ip == "127.0.0.1" for c in listening), listening
+        loopback = ("127.0.0.1", "::ffff:127.0.0.1", "::1")
+        assert listening and all(c.laddr.ip in loopback for c in listening), listening
     finally:
         meta_q.put(None)
         proc.join(timeout=30)
