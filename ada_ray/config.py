@@ -168,7 +168,7 @@ class LearnerConfig:
 class WeightSyncConfig:
     backend: str = "auto"  # auto: nccl when samplers and learners have GPUs, else gloo
     bucket_mb: float = 64.0  # tensors are broadcast in buckets of about this size
-    packing: str = "auto"  # per bucket: one broadcast per tensor, or one flat buffer (auto: by backend)
+    packing: str = "auto"  # per bucket: a broadcast per tensor, one flat buffer, or hybrid (auto: hybrid on gloo, flat on NCCL)
     host: str = "auto"  # address the learner's store binds; auto: 127.0.0.1 or the node IP
     port: int = 0  # the store's port on that host (0: a free one)
     timeout_s: float = 300.0  # bus set-up and broadcast timeout
@@ -226,7 +226,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "sampler.engine": ("vllm",),
     "learner.dtype": ("auto", "float32", "bfloat16"),
     "weight_sync.backend": ("auto", "gloo", "nccl"),
-    "weight_sync.packing": ("auto", "per_tensor", "flat"),
+    "weight_sync.packing": ("auto", "per_tensor", "flat", "hybrid"),
     "trainer.mode": ("async", "sync"),
     "trainer.prompt_order": ("sequential", "hardest_first", "weighted"),
     "trainer.progress": ("auto", "rich", "plain", "off"),

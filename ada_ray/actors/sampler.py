@@ -38,7 +38,9 @@ class Sampler:
         self.engine = VLLMEngine(model_path, self.cfg.sampler, "auto" if use_gpu else "float32", gpu=use_gpu)
         self.scorer = SafeScorer(self.cfg.data.reward, self.cfg.data.reward_timeout_s, self.cfg.sampler.reward_workers)
         self.version = version
-        self.capacity = self.cfg.sampler.max_num_seqs
+        # work kept in the engine: twice what it runs at once, so finished sequences are replaced
+        # from its own waiting queue, without waiting for a lease round trip
+        self.capacity = 2 * self.cfg.sampler.max_num_seqs
         self.commands: "queue_mod.Queue[tuple[Callable[[], Any], Future]]" = queue_mod.Queue()
         self.sampling = False
         self.stopping = False

@@ -76,7 +76,9 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, overrides: list[st
         cohort = ray.get(q.wait_cohort.remote(0, 3600))
         dt = time.perf_counter() - t0
         tokens = sum(len(s.completion_ids) for g in cohort.groups for s in g.samples)
-        ours = {"tokens": tokens, "seconds": dt, "tokens_per_s": tokens / dt}
+        st = ray.get(sampler.stats.remote())
+        ours = {"tokens": tokens, "seconds": dt, "tokens_per_s": tokens / dt, "engine_step_s": st["busy_s"],
+                "idle_s": st["idle_s"], "engine_steps": st["steps"]}
         ray.get(q.stop.remote())
         ray.get(sampler.stop.remote())
         ray.kill(sampler)

@@ -71,7 +71,7 @@ def run(receivers: int = 2, big_mb: float = 512.0, buckets=(1.0, 16.0, 64.0, 256
         nbytes = sum(t.numel() * t.element_size() for t in state.values())
         mb = nbytes / 1e6
         memcpy = _time(lambda: [t.clone() for t in state.values()], repeats)
-        for packing in ("per_tensor", "flat"):
+        for packing in ("per_tensor", "flat", "hybrid"):
             for bucket in buckets:
                 sender = WeightBusSender(world, "gloo", "127.0.0.1", bucket_mb=bucket, packing=packing, timeout_s=600)
                 qs_in = [ctx.Queue() for _ in range(receivers)]

@@ -107,7 +107,7 @@ def train_warmstart(cfg: AdaRayConfig, out: Path, log: Optional[Callable[[str], 
     model.eval()
     save_policy(model, tok, out)
     report = {"steps": w.steps, "seconds": round(time.time() - t0, 1), "final_loss": sum(losses[-100:]) / len(losses[-100:]),
-              "params": sum(p.numel() for p in model.parameters()), "key": out.name}
+              "params": sum(p.numel() for p in model.parameters()), "key": embedded_key(cfg)}
     (out / "warmstart.json").write_text(json.dumps(report, indent=2))
     return report
 

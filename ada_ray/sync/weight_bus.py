@@ -11,7 +11,11 @@ Packing per bucket:
               faster than flattening on CPU, where the copy into one buffer dominates);
   flat        the bucket's tensors copied into one contiguous buffer per dtype, one broadcast
               (NCCL: fewer, larger collectives);
-  auto        per_tensor on gloo, flat on NCCL.
+  hybrid      tensors under 1 MiB flattened together (per dtype), larger ones one broadcast each:
+              measured on gloo, many small tensors cost a fixed latency each (tiny policy: 75 MB/s
+              per tensor vs 265 MB/s flat) while copying large ones into a buffer halves throughput
+              (512 MB: 1144 MB/s per tensor vs 400 MB/s flat) - see BENCHMARKS.md;
+  auto        hybrid on gloo, flat on NCCL.
 """
 
 from __future__ import annotations
@@ -65,12 +69,25 @@ def plan_buckets(specs: list[TensorSpec], bucket_bytes: int) -> list[list[Tensor
     return buckets
 
 
+SMALL_TENSOR_BYTES = 1 << 20  # hybrid packing: tensors below this travel flattened together
+
+
 def resolve_packing(packing: str, backend: str) -> str:
     if packing == "auto":
-        return "flat" if backend == "nccl" else "per_tensor"
-    if packing not in ("per_tensor", "flat"):
-        raise ValueError(f"unknown packing {packing!r}: expected auto, per_tensor or flat")
+        return "flat" if backend == "nccl" else "hybrid"
+    if packing not in ("per_tensor", "flat", "hybrid"):
+        raise ValueError(f"unknown packing {packing!r}: expected auto, per_tensor, flat or hybrid")
     return packing
+
+
+def _split(entries: list, packing: str, nbytes) -> tuple[list, list]:
+    """(entries sent flattened, entries sent one by one) for a bucket under a packing."""
+    if packing == "flat":
+        return list(entries), []
+    if packing == "per_tensor":
+        return [], list(entries)
+    small = [e for e in entries if nbytes(e) < SMALL_TENSOR_BYTES]
+    return small, [e for e in entries if nbytes(e) >= SMALL_TENSOR_BYTES]
 
 
 def _broadcast(pg, tensors: list[torch.Tensor]) -> None:
@@ -138,12 +155,10 @@ class WeightBusSender(_BusMember):
             ts = [tensors[name].detach() for name, _, _ in bucket]
             ts = [t if t.is_contiguous() else t.contiguous() for t in ts]
             nbytes += sum(t.numel() * t.element_size() for t in ts)
-            if meta["packing"] == "flat":
-                for dtype_ts in _by_dtype(ts).values():
-                    flat = torch.cat([t.reshape(-1) for t in dtype_ts]) if len(dtype_ts) > 1 else dtype_ts[0].reshape(-1)
-                    _broadcast(self.pg, [flat])
-            else:
-                _broadcast(self.pg, ts)
+            packed, single = _split(ts, meta["packing"], lambda t: t.numel() * t.element_size())
+            flats = [torch.cat([t.reshape(-1) for t in group]) if len(group) > 1 else group[0].reshape(-1)
+                     for group in _by_dtype(packed).values()]
+            _broadcast(self.pg, flats + single)
         seconds = time.perf_counter() - t0
         return {"bytes": nbytes, "seconds": seconds, "buckets": len(meta["buckets"])}
 
@@ -180,24 +195,21 @@ class WeightBusReceiver(_BusMember):
             raise RuntimeError("WeightBusReceiver.receive before connect()")
         for bucket in meta["buckets"]:
             specs = [(name, tuple(shape), _DTYPES[dtype]) for name, shape, dtype in bucket]
-            if meta["packing"] == "flat":
-                groups: dict[torch.dtype, list[tuple[str, tuple]]] = {}
-                for name, shape, dtype in specs:
-                    groups.setdefault(dtype, []).append((name, shape))
-                out = {}
-                for dtype, items in groups.items():
-                    sizes = [_numel(s) for _, s in items]
-                    flat = torch.empty(sum(sizes), dtype=dtype, device=self.device)
-                    _broadcast(self.pg, [flat])
-                    for (name, shape), part in zip(items, torch.split(flat, sizes)):
-                        out[name] = part.view(shape)
-                for name, _, _ in specs:
-                    yield name, out[name]
-            else:
-                ts = [torch.empty(shape, dtype=dtype, device=self.device) for _, shape, dtype in specs]
-                _broadcast(self.pg, ts)
-                for (name, _, _), t in zip(specs, ts):
-                    yield name, t
+            packed, single = _split(specs, meta["packing"],
+                                    lambda e: _numel(e[1]) * torch.empty((), dtype=e[2]).element_size())
+            groups: dict[torch.dtype, list[tuple[str, tuple]]] = {}
+            for name, shape, dtype in packed:  # same grouping as the sender: by dtype, in order
+                groups.setdefault(dtype, []).append((name, shape))
+            flats = [(items, torch.empty(sum(_numel(sh) for _, sh in items), dtype=dtype, device=self.device))
+                     for dtype, items in groups.items()]
+            singles = [(name, torch.empty(shape, dtype=dtype, device=self.device)) for name, shape, dtype in single]
+            _broadcast(self.pg, [f for _, f in flats] + [t for _, t in singles])
+            out = dict(singles)
+            for items, flat in flats:
+                for (name, shape), part in zip(items, torch.split(flat, [_numel(sh) for _, sh in items])):
+                    out[name] = part.view(shape)
+            for name, _, _ in specs:
+                yield name, out[name]
 
     def close(self) -> None:
         self.pg = None

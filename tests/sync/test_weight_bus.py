@@ -13,6 +13,7 @@ def _state(seed=0):
         "b.bias": torch.randn(7, generator=g),
         "c.half": torch.randn(16, 16, generator=g).to(torch.bfloat16),
         "d.big": torch.randn(300, 300, generator=g),
+        "e.large": torch.randn(600, 600, generator=g),  # > 1 MiB: travels alone under hybrid
     }
 
 
@@ -27,11 +28,11 @@ def _receiver(port, rank, world, meta_q, out_q):
         out_q.put((rank, meta["version"], {k: v.clone() for k, v in got.items()}))
 
 
-@pytest.mark.parametrize("packing", ["per_tensor", "flat"])
+@pytest.mark.parametrize("packing", ["per_tensor", "flat", "hybrid"])
 def test_broadcast_reaches_every_receiver_bit_exact(packing):
     ctx = mp.get_context("spawn")
     world = 3
-    sender = WeightBusSender(world, "gloo", "127.0.0.1", bucket_mb=0.1, packing=packing, timeout_s=60)
+    sender = WeightBusSender(world, "gloo", "127.0.0.1", bucket_mb=0.5 if packing == 'hybrid' else 0.1, packing=packing, timeout_s=60)
     meta_qs = [ctx.Queue() for _ in range(world - 1)]
     out_q = ctx.Queue()
     procs = [ctx.Process(target=_receiver, args=(sender.port, r + 1, world, meta_qs[r], out_q)) for r in range(world - 1)]
