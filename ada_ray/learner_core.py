@@ -12,11 +12,9 @@ A non-finite loss on any rank skips the optimizer step on every rank (counted).
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 
@@ -232,10 +230,6 @@ def make_deepspeed_engine(model, lcfg, total_steps: int, use_bf16: bool):
     }
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=sched, config=ds_config)
     return engine
-
-
-def finite_or_nan(x: Optional[float]) -> float:
-    return float(x) if x is not None and math.isfinite(float(x)) else float("nan")
 
 
 def set_local_dist_env(rank: int, world_size: int, master_addr: str, master_port: int) -> None:

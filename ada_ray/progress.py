@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Optional
 
 
 def _fmt_eta(seconds: float) -> str:

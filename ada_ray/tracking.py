@@ -28,7 +28,7 @@ def sanitize_key(key: str) -> str:
 
 class Tracker:
     def __init__(self, run_dir: Path, enabled: bool, uri: Optional[str], experiment: str,
-                 run_name: str, log=print):
+                 run_name: str, log=print, resume_run_id: Optional[str] = None):
         self.run_dir = Path(run_dir)
         self.enabled = enabled
         self.log = log
@@ -48,7 +48,7 @@ class Tracker:
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
         self.uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{self.run_dir / 'mlflow.db'}"
         self._record = self.run_dir / "mlflow_run.json"
-        self.run_id = os.environ.get("MLFLOW_RUN_ID") or self._recorded_run_id()
+        self.run_id = os.environ.get("MLFLOW_RUN_ID") or self._recorded_run_id() or resume_run_id
         self._connect()
 
     # -- connection --------------------------------------------------------------------------------
@@ -78,9 +78,17 @@ class Tracker:
             else:
                 exp_id = exp.experiment_id
             if self.run_id is not None:
-                client.get_run(self.run_id)  # attach (raises if it does not exist)
-                client.update_run(self.run_id, status="RUNNING")
-            else:
+                from mlflow.exceptions import MlflowException
+
+                try:
+                    client.get_run(self.run_id)  # attach to the run being resumed
+                    client.update_run(self.run_id, status="RUNNING")
+                except MlflowException as exc:
+                    if getattr(exc, "error_code", "") != "RESOURCE_DOES_NOT_EXIST":
+                        raise
+                    self.log(f"tracking: run {self.run_id} is not in {self.uri}; starting a new MLflow run")
+                    self.run_id = None
+            if self.run_id is None:
                 self.run_id = client.create_run(exp_id, run_name=self.run_name).info.run_id
             self._record.write_text(json.dumps({"uri": self.uri, "run_id": self.run_id}))
             self.client = client

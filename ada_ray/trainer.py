@@ -83,7 +83,8 @@ def train(cfg: AdaRayConfig, log=print) -> int:
         + (f", {len(eval_set.prompts)} eval prompts" if eval_set else "")
         + (f" ({train_set.dropped_too_long} dropped as longer than data.max_prompt_tokens)"
            if train_set.dropped_too_long else ""))
-    tracker = Tracker(run_dir, cfg.tracking.enabled, cfg.tracking.uri, cfg.tracking.experiment, run_dir.name, log)
+    tracker = Tracker(run_dir, cfg.tracking.enabled, cfg.tracking.uri, cfg.tracking.experiment, run_dir.name, log,
+                      resume_run_id=(meta or {}).get("mlflow_run_id"))
     tracker.log_params(flatten(cfg))
     tracker.log_artifact(run_dir / "config.yaml")
     cluster = cl.connect(cfg)

@@ -174,16 +174,21 @@ class Sampler:
                 _, fut = self.commands.get_nowait()
                 fut.set_exception(RuntimeError(f"sampler {self.id} loop died: {self.error}"))
 
+    def _run_one(self, timeout: Optional[float]) -> bool:
+        """Run one queued command (waiting up to `timeout`; None: do not wait). False if none."""
+        try:
+            fn, fut = self.commands.get(timeout=timeout) if timeout else self.commands.get_nowait()
+        except queue_mod.Empty:
+            return False
+        try:
+            fut.set_result(fn())
+        except Exception as exc:  # noqa: BLE001
+            fut.set_exception(exc)
+        return True
+
     def _run_commands(self) -> None:
-        while True:
-            try:
-                fn, fut = self.commands.get_nowait()
-            except queue_mod.Empty:
-                return
-            try:
-                fut.set_result(fn())
-            except Exception as exc:  # noqa: BLE001
-                fut.set_exception(exc)
+        while self._run_one(None):
+            pass
 
     def _idle_wait(self) -> None:
         """Nothing to generate: wait for a command or for the pending lease."""
@@ -191,14 +196,7 @@ class Sampler:
             ready, _ = ray.wait([self.lease_ref], timeout=0.05)
             if ready:
                 return
-        try:
-            fn, fut = self.commands.get(timeout=0.02 if self.sampling else 0.1)
-        except queue_mod.Empty:
-            return
-        try:
-            fut.set_result(fn())
-        except Exception as exc:  # noqa: BLE001
-            fut.set_exception(exc)
+        self._run_one(0.02 if self.sampling else 0.1)
 
     def _lease(self) -> None:
         if self.lease_ref is not None:

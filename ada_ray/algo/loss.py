@@ -116,6 +116,9 @@ def policy_loss(
         }
         if entropy is not None:
             metrics["entropy"] = mean(entropy)
+        if behaviour_logprobs is not None:
+            d = (behaviour_logprobs.detach() - logprobs.detach()).clamp(-20.0, 20.0)
+            metrics["kl_behaviour"] = mean(torch.exp(d) - d - 1.0)  # k3 estimate of KL(pi || behaviour)
         if kl_val is not None:
             metrics["kl_ref"] = mean(kl_val)
     return loss, metrics

@@ -45,10 +45,6 @@ class Group:
     def zero_signal(self) -> bool:
         return all(abs(a) < 1e-12 for a in self.advantages)
 
-    @property
-    def min_version(self) -> int:
-        return min(s.version for s in self.samples)
-
 
 @dataclass(frozen=True)
 class Prompt:

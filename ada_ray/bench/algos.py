@@ -65,12 +65,14 @@ def run(budget: int = 60000, seeds: int = 3, out_dir: Path = Path("results"), sm
         overrides: list[str] | None = None) -> dict:
     from ada_ray.trainer import train
 
+    methods = METHODS
     if smoke:
         budget, seeds = 600, 1
+        methods = [METHODS[0], METHODS[4]]
     work = out_dir / "algo_runs"
     shutil.rmtree(work, ignore_errors=True)
     runs: dict[str, list[dict]] = {}
-    for name, preset, extra in METHODS:
+    for name, preset, extra in methods:
         for seed in range(seeds):
             run_name = f"{name}_s{seed}"
             ov = [f"trainer.total_samples={budget}", "trainer.total_steps=100000", "trainer.eval_every=0",

@@ -55,6 +55,7 @@ def run(steps: int = 30, skip: int = 5, out_dir: Path = Path("results"), smoke: 
 
     if smoke:
         steps, skip = 3, 1
+        rows = rows or [ROWS[0], ROWS[2], ROWS[4]]
     work = out_dir / "system_runs"
     shutil.rmtree(work, ignore_errors=True)
     table = {}

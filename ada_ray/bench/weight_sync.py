@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 
 from ada_ray.bench.common import write_result
 from ada_ray.sync.weight_bus import WeightBusReceiver, WeightBusSender, _broadcast
@@ -62,7 +61,7 @@ def _time(fn, repeats: int) -> float:
 def run(receivers: int = 2, big_mb: float = 512.0, buckets=(1.0, 16.0, 64.0, 256.0), repeats: int = 3,
         out_dir: Path = Path("results"), smoke: bool = False) -> dict:
     if smoke:
-        big_mb, buckets, repeats = 16.0, (1.0, 64.0), 1
+        big_mb, buckets, repeats = 16.0, (64.0,), 1
     ctx = mp.get_context("spawn")
     world = receivers + 1
     payloads = {"tiny_policy": tiny_state(), f"synthetic_{int(big_mb)}mb": synthetic_state(big_mb)}

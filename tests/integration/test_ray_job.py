@@ -43,7 +43,10 @@ def test_job_submit_trains_and_tracks(tmp_path, model_path):
     from ray.job_submission import JobStatus, JobSubmissionClient
 
     ray_bin = str(Path(sys.executable).parent / "ray")
-    env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
+    # as a user with the project's environment active: the job's `python` is the one with the stack
+    # (CI runs pytest as .venv/bin/python without activating the venv, so PATH alone would not say so)
+    env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     gcs, dash = free_port(), free_port()
     ray_tmp = tempfile.mkdtemp(prefix="rj", dir="/tmp")  # short: Ray's socket paths have a length limit
     subprocess.run([ray_bin, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(gcs),

@@ -74,11 +74,14 @@ def test_data_runs_out_cleanly(ray_cluster, tmp_path):
 
 def test_the_loop_learns_what_the_reward_asks(ray_cluster, tmp_path):
     """End-to-end learning: with a reward the tiny policy can satisfy by changing its first token
-    (answers starting with 7), the training reward rises within 25 steps. This checks the whole
-    loop (samplers, scoring, advantages, learner, weight bus) moves the policy the right way."""
+    (answers starting with 7), the training reward rises within 30 steps. This checks the whole
+    loop (samplers, scoring, advantages, learner, weight bus) moves the policy the right way.
+    No lr warm-up here: with the default 20-step warm-up most of a 30-step run trains at a fraction
+    of the lr, and CI once saw only +0.11 after 25 steps that way."""
     cfg, steps, acct = run(tmp_path, "ada_seq_balance", **{
-        "data.reward": "tests.rewards.plugins:starts_with_7", "learner.lr": 5e-4, "trainer.batch_prompts": 16,
-        "trainer.total_steps": 25, "data.train_per_level": 100, "trainer.final_eval": "false"})
+        "data.reward": "tests.rewards.plugins:starts_with_7", "learner.lr": 1e-3, "learner.warmup_steps": 0,
+        "trainer.batch_prompts": 16, "trainer.total_steps": 30, "data.train_per_level": 100,
+        "trainer.final_eval": "false"})
     r = [m["train/round0_reward"] for m in steps]
     first, last = sum(r[:5]) / 5, sum(r[-5:]) / 5
-    assert last > first + 0.15, r
+    assert last > first + 0.2, r

@@ -1,0 +1,66 @@
+"""Every benchmark in its smoke mode: runs end to end and writes a sane result file."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def load(out, name):
+    d = json.loads((out / f"{name}.json").read_text())
+    assert d["bench"] == name and d["machine"]["cores"] >= 1
+    return d
+
+
+def test_bench_sync_smoke(tmp_path):
+    from ada_ray.bench import weight_sync
+
+    weight_sync.run(out_dir=tmp_path, smoke=True, receivers=1)
+    d = load(tmp_path, "sync")
+    assert {r["packing"] for r in d["rows"]} == {"per_tensor", "flat", "hybrid"}
+    for r in d["rows"]:
+        assert r["bus_mb_s"] > 0 and r["flat_mb_s"] > 0 and r["memcpy_mb_s"] > 0 and r["buckets"] >= 1
+    assert 0 < d["tiny_policy_best_update_ms"] < 5000
+
+
+def test_bench_sampler_smoke(ray_cluster, tmp_path):
+    from ada_ray.bench import sampler
+
+    sampler.run(out_dir=tmp_path, smoke=True)
+    d = load(tmp_path, "sampler")
+    assert d["bare_vllm"]["tokens"] == d["sampler"]["tokens"] > 0  # same prompts and seeds, same samples
+    assert 0 < d["sampler_vs_bare"] < 5
+
+
+def test_bench_system_and_queue_smoke(ray_cluster, tmp_path):
+    from ada_ray.bench import queue, system
+
+    system.run(out_dir=tmp_path, smoke=True)
+    d = load(tmp_path, "system")
+    assert set(d["rows"]) == {"grpo_async", "ada_seq_balance_async", "ada_seq_balance_sync"}
+    for r in d["rows"].values():
+        assert r["step_s"] > 0 and r["groups_per_s_overall"] > 0 and 0 <= r["sampler_idle"] <= 1
+    assert d["ratios"]["balance_samples_ratio"] > 1  # Seq-balance draws more than GRPO-n4
+    assert math.isclose(d["ratios"]["balance_system_premium"],
+                        d["ratios"]["balance_step_ratio"] / d["ratios"]["balance_samples_ratio"])
+    queue.run(out_dir=tmp_path, smoke=True)
+    q = load(tmp_path, "queue")
+    assert q["pure"]["ops_per_s"] > 0 and q["actor"]["calls_per_s"] > 0
+    assert len(q["training_runs"]) == 3 and all(0 <= r["queue_share"] < 1 for r in q["training_runs"])
+
+
+def test_bench_algo_smoke(ray_cluster, tmp_path):
+    from ada_ray.bench import algos
+
+    algos.run(out_dir=tmp_path, smoke=True)
+    d = load(tmp_path, "algo")
+    assert set(d["summary"]) == {"grpo_n4", "ada_seq_balance"}
+    for name, runs in d["runs"].items():
+        for r in runs:
+            assert r["samples"][-1] >= d["budget"]  # stopped on the sample budget
+            assert r["samples"] == sorted(r["samples"])
+    assert (tmp_path / "algo_reward.png").is_file()
