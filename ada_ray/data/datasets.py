@@ -32,7 +32,8 @@ class Record:
     difficulty: str = ""
     record_id: Optional[str] = None
     where: str = ""  # file:line, for messages
-    extra: dict = field(default_factory=dict)
+    pass_rate: Optional[float] = None  # offline pass rate (data.pass_rate_field), seeds the difficulty memory
+    row: dict = field(default_factory=dict)  # the record as read (prepare-data writes it back out)
 
 
 @dataclass
@@ -101,10 +102,19 @@ def read_records(path: str, cfg: DataConfig) -> list[Record]:
                 raise DataError(f"{where}: missing id field '{cfg.id_field}' (data.id_field)")
             rid = str(row[cfg.id_field])
         diff = str(row.get(cfg.difficulty_field, "")) if cfg.difficulty_field else ""
-        records.append(Record(q, str(a), diff, rid, where))
+        records.append(Record(q, str(a), diff, rid, where, _pass_rate(row, where, cfg.pass_rate_field), row))
     if not records:
         raise DataError(f"{p}: the dataset is empty")
     return records
+
+
+def _pass_rate(row: dict, where: str, key: Optional[str]) -> Optional[float]:
+    if not key:
+        return None
+    value = row.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+        raise DataError(f"{where}: field '{key}' (data.pass_rate_field) must be a number in [0, 1], got {value!r:.60}")
+    return float(value)
 
 
 def render_prompt(question: str, cfg: DataConfig, tokenizer) -> list[int]:
@@ -141,26 +151,33 @@ def to_prompts(records: list[Record], cfg: DataConfig, tokenizer, source: str) -
             dups += 1  # the same question twice: keep the first, count the rest
             continue
         seen[pid] = r.where
-        out.append(Prompt(pid, r.question, tuple(ids), r.answer, r.difficulty))
+        out.append(Prompt(pid, r.question, tuple(ids), r.answer, r.difficulty, r.pass_rate))
     if not out:
         raise DataError(f"{source}: no prompt fits data.max_prompt_tokens = {cfg.max_prompt_tokens} "
                         f"({dropped} dropped as too long)")
     return PromptSet(out, dropped, dups, source)
 
 
-def load_splits(cfg: DataConfig, tokenizer) -> tuple[PromptSet, Optional[PromptSet]]:
-    """(train, eval) prompt sets for the config; eval is None when there is none."""
+def _embedded_records(items) -> list[Record]:
+    return [Record(it.question, it.answer, it.difficulty, it.prompt_id, f"embedded:{it.difficulty}",
+                   row={"id": it.prompt_id, "question": it.question, "answer": it.answer, "difficulty": it.difficulty})
+            for it in items]
+
+
+def load_records(cfg: DataConfig) -> tuple[list[Record], Optional[list[Record]]]:
+    """(train, eval) records for the config, before tokenization; eval is None when there is none."""
     if cfg.source == "embedded":
         train, evals = embedded_task.make_splits(cfg.levels, cfg.train_per_level, cfg.eval_per_level, cfg.seed)
-
-        def conv(items):
-            return [Record(it.question, it.answer, it.difficulty, it.prompt_id, f"embedded:{it.difficulty}")
-                    for it in items]
-
-        ev = to_prompts(conv(evals), cfg, tokenizer, "embedded eval") if evals else None
-        return to_prompts(conv(train), cfg, tokenizer, "embedded train"), ev
+        return _embedded_records(train), (_embedded_records(evals) if evals else None)
     if not cfg.train_path:
         raise DataError(f"data.train_path is required for data.source={cfg.source}")
-    tr = to_prompts(read_records(cfg.train_path, cfg), cfg, tokenizer, cfg.train_path)
-    ev = to_prompts(read_records(cfg.eval_path, cfg), cfg, tokenizer, cfg.eval_path) if cfg.eval_path else None
+    return read_records(cfg.train_path, cfg), (read_records(cfg.eval_path, cfg) if cfg.eval_path else None)
+
+
+def load_splits(cfg: DataConfig, tokenizer) -> tuple[PromptSet, Optional[PromptSet]]:
+    """(train, eval) prompt sets for the config; eval is None when there is none."""
+    train, evals = load_records(cfg)
+    src = "embedded" if cfg.source == "embedded" else None
+    tr = to_prompts(train, cfg, tokenizer, f"{src} train" if src else cfg.train_path)
+    ev = to_prompts(evals, cfg, tokenizer, f"{src} eval" if src else cfg.eval_path) if evals else None
     return tr, ev
