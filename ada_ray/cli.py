@@ -9,7 +9,7 @@ are dotted overrides (algo.n=8). Commands:
   show-config  print the resolved config
   prepare-data the paper's data preparation: k samples per training prompt from model.path, keep the
                prompts in a pass-rate band (prepare.*), write them with their pass rates (resumable)
-  bench        ada-ray bench {sync,system,queue,sampler,algo} [param=value ...] (see BENCHMARKS.md)
+  bench        ada-ray bench {sync,system,queue,sampler,algo,soak} [param=value ...] (see BENCHMARKS.md)
 """
 
 from __future__ import annotations
@@ -148,14 +148,16 @@ def cmd_train(cfg, args) -> int:
 
 
 BENCH_PARAMS = {"steps": int, "skip": int, "out": str, "smoke": lambda v: v.lower() in ("1", "true", "yes"),
-                "receivers": int, "big_mb": float, "repeats": int, "seeds": int, "budget": int}
+                "receivers": int, "big_mb": float, "repeats": int, "seeds": int, "budget": int, "hog": int,
+                "interval": float}
 
 
 def cmd_bench(argv: list[str]) -> int:
     """ada-ray bench <name> [param=value ...] [config.key=value ...]"""
     import importlib
 
-    names = {"sync": "weight_sync", "system": "system", "queue": "queue", "sampler": "sampler", "algo": "algos"}
+    names = {"sync": "weight_sync", "system": "system", "queue": "queue", "sampler": "sampler", "algo": "algos",
+             "soak": "soak"}
     if not argv or argv[0] not in names:
         print(f"ada-ray bench: expected one of {', '.join(names)}", file=sys.stderr)
         return 2
@@ -193,7 +195,13 @@ COMMANDS = {"train": cmd_train, "warmstart": cmd_warmstart, "eval": cmd_eval, "s
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "bench":
-        return cmd_bench(argv[1:])
+        from ada_ray.cluster import ResourceError
+
+        try:
+            return cmd_bench(argv[1:])
+        except (ConfigError, ResourceError) as exc:
+            print(f"ada-ray bench: {exc}", file=sys.stderr)
+            return 2
     parser = argparse.ArgumentParser(prog="ada-ray", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=sorted(COMMANDS) + ["bench"])

@@ -105,6 +105,16 @@ def sampler_group(cfg: AdaRayConfig) -> PlacementGroup:
                       "ada_ray_samplers")
 
 
+def colocated_bundles(cfg: AdaRayConfig) -> list[dict]:
+    """One bundle per (sampler i, learner i) pair: both actors' CPUs and their GPU shares."""
+    s, lr = cfg.sampler, cfg.learner
+    return [_bundle(s.num_cpus + lr.num_cpus, s.num_gpus + lr.num_gpus) for _ in range(lr.num_learners)]
+
+
+def colocated_group(cfg: AdaRayConfig) -> PlacementGroup:
+    return make_group(colocated_bundles(cfg), "ada_ray_colocated")
+
+
 def in_bundle(pg: PlacementGroup, index: int) -> PlacementGroupSchedulingStrategy:
     return PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=index,
                                             placement_group_capture_child_tasks=True)

@@ -176,6 +176,10 @@ class WeightSyncConfig:
     host: str = "auto"  # address the learner's store binds; auto: 127.0.0.1 or the node IP
     port: int = 0  # the store's port on that host (0: a free one)
     timeout_s: float = 300.0  # bus set-up and broadcast timeout
+    # sampler i and learner i share one placement bundle (one GPU: e.g. sampler.num_gpus=0.5,
+    # learner.num_gpus=0.5); the bus then runs on gloo through host memory, so no device holds two
+    # NCCL ranks. Needs sampler.num_samplers == learner.num_learners.
+    colocated: bool = False
 
 
 @dataclass
@@ -569,6 +573,18 @@ def validate(cfg: AdaRayConfig) -> None:
     positive("learner.max_nonfinite_steps", lr.max_nonfinite_steps)
 
     positive("weight_sync.bucket_mb", w.bucket_mb)
+    if w.colocated:
+        if s.num_samplers != lr.num_learners:
+            raise ConfigError(f"config: weight_sync.colocated pairs sampler i with learner i: sampler.num_samplers = "
+                              f"{s.num_samplers} must equal learner.num_learners = {lr.num_learners}")
+        if w.backend == "nccl":
+            raise _err("weight_sync.backend", "auto or gloo with weight_sync.colocated (NCCL cannot hold two ranks "
+                       "on one GPU)", w.backend)
+        if s.tensor_parallel_size != 1:
+            raise _err("sampler.tensor_parallel_size", "1 with weight_sync.colocated", s.tensor_parallel_size)
+        if s.num_gpus + lr.num_gpus > 1.0 + 1e-9:
+            raise ConfigError(f"config: weight_sync.colocated puts a sampler and a learner on one GPU: sampler.num_gpus "
+                              f"+ learner.num_gpus = {s.num_gpus} + {lr.num_gpus} must be <= 1 (e.g. 0.5 + 0.5)")
     if not 0 <= w.port <= 65535:
         raise _err("weight_sync.port", "in [0, 65535] (0: any free port)", w.port)
     positive("weight_sync.timeout_s", w.timeout_s)

@@ -19,6 +19,7 @@ from ada_ray.actors.prompt_queue import PromptQueue
 from ada_ray.actors.sampler import Sampler
 from ada_ray.batching import learner_shares
 from ada_ray.config import AdaRayConfig, to_dict
+from ada_ray.sync.process_group import bus_backend
 
 
 class RuntimeFailure(RuntimeError):
@@ -52,8 +53,10 @@ class Runtime:
         sampler_gpu, learner_gpu = s.num_gpus > 0, lr.num_gpus > 0
         queue = PromptQueue.options(num_cpus=0, runtime_env={"env_vars": dict(cl.BASE_ENV)}).remote(
             prompts, d, estimator_state)
-        lpg = cl.learner_group(cfg)
-        spg = cl.sampler_group(cfg)
+        if cfg.weight_sync.colocated:  # sampler i and learner i in bundle i of one group
+            lpg = spg = cl.colocated_group(cfg)
+        else:
+            lpg, spg = cl.learner_group(cfg), cl.sampler_group(cfg)
         renv = {"env_vars": dict(cl.BASE_ENV)}
         learners = [Learner.options(num_cpus=lr.num_cpus, num_gpus=lr.num_gpus, runtime_env=renv,
                                     scheduling_strategy=cl.in_bundle(lpg, i)).remote(i, lr.num_learners, d, model_path,
@@ -82,8 +85,7 @@ class Runtime:
 
     def open_bus(self) -> None:
         ws = self.cfg.weight_sync
-        use_gpu = self.cfg.sampler.num_gpus > 0 and self.cfg.learner.num_gpus > 0
-        backend = "nccl" if (ws.backend == "nccl" or (ws.backend == "auto" and use_gpu)) else "gloo"
+        backend = bus_backend(ws.backend, self.cfg.sampler.num_gpus > 0, self.cfg.learner.num_gpus > 0, ws.colocated)
         host = ws.host
         if host == "auto":
             host = "127.0.0.1" if self.cluster.local else _get(self.learners[0].address.remote(False), 60, "address")[0]
@@ -270,7 +272,7 @@ class Runtime:
                     ray.kill(a, no_restart=True)
                 except Exception:  # noqa: BLE001
                     pass
-            for pg in self.groups:
+            for pg in {id(pg): pg for pg in self.groups}.values():  # colocated: one group, listed twice
                 try:
                     ray.util.remove_placement_group(pg)
                 except Exception:  # noqa: BLE001

@@ -116,10 +116,11 @@ class Learner:
     # -- weight bus (rank 0 sends; ZeRO-3 ranks all gather) -------------------------------------
 
     def bus_open(self, world_size: int, host: str) -> tuple[str, int]:
+        from ada_ray.sync.process_group import bus_backend
         from ada_ray.sync.weight_bus import WeightBusSender
 
         ws = self.cfg.weight_sync
-        backend = "nccl" if (ws.backend == "nccl" or (ws.backend == "auto" and self.use_gpu)) else "gloo"
+        backend = bus_backend(ws.backend, self.cfg.sampler.num_gpus > 0, self.use_gpu, ws.colocated)
         if self.bus is not None:
             self.bus.close()
         self.bus = WeightBusSender(world_size, backend, host, ws.port, ws.bucket_mb, ws.packing, ws.timeout_s)

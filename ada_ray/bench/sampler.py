@@ -18,12 +18,13 @@ from ada_ray.config import load_config, to_dict
 
 @ray.remote
 class BareVLLM:
-    def __init__(self, model_path: str, cfg: dict, env: dict):
+    def __init__(self, model_path: str, cfg: dict, env: dict, use_gpu: bool = False):
         os.environ.update(env)
         from ada_ray.config import from_dict
         from ada_ray.engines.vllm_engine import VLLMEngine
 
-        self.engine = VLLMEngine(model_path, from_dict(cfg).sampler)
+        # the same engine arguments as the Sampler actor's
+        self.engine = VLLMEngine(model_path, from_dict(cfg).sampler, "auto" if use_gpu else "float32", gpu=use_gpu)
 
     def run(self, prompts: list, n: int, seeds: list) -> dict:
         llm = self.engine.llm
@@ -53,9 +54,14 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, overrides: list[st
     train_set, _ = load_splits(cfg.data, tok)
     c = cl.connect(cfg)
     try:
-        env = cl.sampler_env(cfg, False)
+        use_gpu = cfg.sampler.num_gpus > 0  # e.g. sampler.num_gpus=1 on a GPU machine (jobs/gpu_smoke.sh)
+        env = cl.sampler_env(cfg, use_gpu)
         d = to_dict(cfg)
-        opts = {"num_cpus": cfg.sampler.num_cpus, "runtime_env": {"env_vars": dict(cl.BASE_ENV, **env)}}
+        opts = {"num_cpus": cfg.sampler.num_cpus, "num_gpus": cfg.sampler.num_gpus * cfg.sampler.tensor_parallel_size,
+                "runtime_env": {"env_vars": dict(cl.BASE_ENV, **env)}}
+        if opts["num_gpus"] > c.resources.get("GPU", 0.0):  # refuse at once rather than wait for a GPU forever
+            raise cl.ResourceError(f"bench sampler asks for {opts['num_gpus']:g} GPU(s) (sampler.num_gpus) but the "
+                                   f"cluster has {c.resources.get('GPU', 0.0):g}")
         q = PromptQueue.options(num_cpus=0).remote(train_set.prompts, d)
         # the cohort the queue will hand out: read it back to give bare vLLM the same prompts and seeds
         state = ray.get(q.state_dict.remote())
@@ -64,12 +70,12 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, overrides: list[st
         prompts = [list(by_id[i].token_ids) for i in ids]
         seeds = [item_seed(cfg.trainer.seed, i, 0, 0) for i in ids]
 
-        bare = BareVLLM.options(**opts).remote(model_path, d, env)
+        bare = BareVLLM.options(**opts).remote(model_path, d, env, use_gpu)
         ray.get(bare.run.remote(prompts[:8], cfg.algo.n, seeds[:8]))  # warm-up
         bare_res = ray.get(bare.run.remote(prompts, cfg.algo.n, seeds))
         ray.kill(bare)
 
-        sampler = Sampler.options(**opts).remote("bench", d, model_path, q, False, 0, env)
+        sampler = Sampler.options(**opts).remote("bench", d, model_path, q, use_gpu, 0, env)
         ray.get(sampler.ready.remote())
         t0 = time.perf_counter()
         ray.get(sampler.start_sampling.remote())

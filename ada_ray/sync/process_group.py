@@ -58,3 +58,13 @@ def make_group(store: dist.Store, rank: int, world_size: int, backend: str, host
             torch.cuda.set_device(device)
         return pg
     raise ValueError(f"unknown weight bus backend {backend!r}: expected gloo or nccl")
+
+
+def bus_backend(requested: str, sampler_gpu: bool, learner_gpu: bool, colocated: bool = False) -> str:
+    """The weight bus backend: NCCL when asked for, or on auto when both sides have GPUs and do not
+    share them; gloo otherwise (CPU, or a colocated sampler and learner on one GPU)."""
+    if requested == "nccl":
+        return "nccl"
+    if requested == "auto" and sampler_gpu and learner_gpu and not colocated:
+        return "nccl"
+    return "gloo"

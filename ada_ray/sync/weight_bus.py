@@ -153,6 +153,8 @@ class WeightBusSender(_BusMember):
         nbytes = 0
         for bucket in meta["buckets"]:
             ts = [tensors[name].detach() for name, _, _ in bucket]
+            if self.backend == "gloo":  # gloo moves host memory: GPU tensors (colocated mode) are staged
+                ts = [t.cpu() if t.is_cuda else t for t in ts]
             ts = [t if t.is_contiguous() else t.contiguous() for t in ts]
             nbytes += sum(t.numel() * t.element_size() for t in ts)
             packed, single = _split(ts, meta["packing"], lambda t: t.numel() * t.element_size())

@@ -64,3 +64,17 @@ def test_bench_algo_smoke(ray_cluster, tmp_path):
             assert r["samples"][-1] >= d["budget"]  # stopped on the sample budget
             assert r["samples"] == sorted(r["samples"])
     assert (tmp_path / "algo_reward.png").is_file()
+
+
+def test_bench_soak_smoke(ray_cluster, tmp_path):
+    from ada_ray.bench import soak
+
+    soak.run(out_dir=tmp_path, smoke=True, hog=1)
+    d = load(tmp_path, "soak")
+    assert d["exit_code"] == 0 and d["leftover_processes"] == []
+    roles = {label.split(":")[0] for label in d["processes"]}
+    assert {"driver", "queue", "sampler", "learner"} <= roles
+    assert sum(1 for label in d["processes"] if label.startswith("sampler:")) == 2  # two samplers
+    for p in d["processes"].values():
+        assert p["rss_end_mb"] > 10 and p["samples"] >= 1
+    assert (tmp_path / "soak_rss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -85,3 +85,14 @@ def test_the_loop_learns_what_the_reward_asks(ray_cluster, tmp_path):
     r = [m["train/round0_reward"] for m in steps]
     first, last = sum(r[:5]) / 5, sum(r[-5:]) / 5
     assert last > first + 0.2, r
+
+
+def test_colocated_sampler_and_learner(ray_cluster, tmp_path):
+    """weight_sync.colocated: sampler 0 and learner 0 share one placement bundle, the bus is gloo
+    (on a GPU this is the layout where NCCL could not hold both ranks on one device)."""
+    cfg, steps, acct = run(tmp_path, "grpo", **{"weight_sync.colocated": "true"})
+    check_accounting(acct, cfg)
+    assert all(m["sync/mb"] > 3.0 for m in steps)
+    groups = [g for g in ray_cluster.util.placement_group_table().values() if g["name"] == "ada_ray_colocated"]
+    assert groups and all(list(g["bundles"].values()) == [{"CPU": cfg.sampler.num_cpus + cfg.learner.num_cpus}]
+                          for g in groups)
