@@ -6,6 +6,7 @@ driver and of every actor process (PromptQueue, Sampler, Learner, and their rewa
 per process the RSS after warm-up (first quarter of the steps) and at the end, the growth between
 them and the least-squares slope over the second half (MB per 100 steps), and after the run which
 of the run's processes are still alive (there must be none). Writes soak.json and soak_rss.png.
+Run it alone on the host: actor processes are found by their titles (ray::Sampler, ...).
 """
 
 from __future__ import annotations
