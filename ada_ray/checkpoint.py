@@ -5,8 +5,9 @@ optimizer, LR schedule), the policy in HF format (``hf/``: safetensors + tokeniz
 transformers and vLLM), the PromptQueue state (in-flight pools, pass-rate memory, data cursor,
 accounting) and ``trainer.json`` (step, config, MLflow run id). It is written into a temporary
 folder and renamed into place, then ``latest`` is replaced atomically, so a crash at any moment
-leaves the previous checkpoint intact. Nothing is unpickled on load: JSON, safetensors, and
-DeepSpeed's own loader for its state.
+leaves the previous checkpoint intact. Nothing that can run code is unpickled on load: JSON,
+safetensors, and DeepSpeed's state through a ``torch.load(weights_only=True)`` checkpoint engine
+(``learner_core.weights_only_checkpoint_engine``).
 """
 
 from __future__ import annotations

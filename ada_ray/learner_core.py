@@ -13,6 +13,7 @@ A non-finite loss on any rank skips the optimizer step on every rank (counted).
 from __future__ import annotations
 
 import os
+import pickle
 import sys
 from dataclasses import dataclass
 
@@ -229,7 +230,32 @@ def make_deepspeed_engine(model, lcfg, total_steps: int, use_bf16: bool):
         "wall_clock_breakdown": False,
     }
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=sched, config=ds_config)
+    engine.checkpoint_engine = weights_only_checkpoint_engine(engine._config)
     return engine
+
+
+def weights_only_checkpoint_engine(ds_config=None):
+    """DeepSpeed's torch checkpoint engine, except that it loads with ``torch.load(weights_only=True)``
+    (DeepSpeed's own passes ``weights_only=False``): a checkpoint file may hold tensors, plain
+    containers and three DeepSpeed record types (ZeRO's stage enum, its fragment addresses, the
+    loss-scaler's settings), never code to run. Saving is unchanged."""
+    from deepspeed.runtime.checkpoint_engine.torch_checkpoint_engine import TorchCheckpointEngine
+    from deepspeed.runtime.fp16.loss_scaler import LossScaler
+    from deepspeed.runtime.zero.config import ZeroStageEnum
+    from deepspeed.utils.tensor_fragment import fragment_address
+
+    records = [LossScaler, ZeroStageEnum, fragment_address]
+
+    class WeightsOnlyCheckpointEngine(TorchCheckpointEngine):
+        def load(self, path: str, map_location=None):
+            try:
+                with torch.serialization.safe_globals(records):
+                    return torch.load(path, map_location=map_location, weights_only=True)
+            except pickle.UnpicklingError as exc:
+                raise pickle.UnpicklingError(f"{path}: refused to load: it holds more than tensors and plain "
+                                             f"containers (torch.load weights_only=True): {str(exc)[:300]}") from None
+
+    return WeightsOnlyCheckpointEngine(ds_config)
 
 
 def set_local_dist_env(rank: int, world_size: int, master_addr: str, master_port: int) -> None:

@@ -102,3 +102,37 @@ def test_mini_batches_each_step_the_optimizer(ds_world):
     steps_before = core.engine.global_steps
     core.train([(rows[:1], 3.0, 1.0), (rows[1:], 2.0, 1.0)], world_size=1)
     assert core.engine.global_steps == steps_before + 2
+
+
+class _NotATensor:
+    def __reduce__(self):
+        return (print, ("this would run at load time",))
+
+
+@pytest.mark.parametrize("zero_stage", [0, 2])
+def test_checkpoints_load_weights_only(ds_world, tmp_path, zero_stage):
+    """DeepSpeed state saves and loads back exactly, through a loader that unpickles no code; a
+    checkpoint file holding anything but tensors and plain containers is refused."""
+    import pickle
+
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=20, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=32,
+                                         tie_word_embeddings=True, pad_token_id=0, eos_token_id=2, bos_token_id=1))
+    engine = make_deepspeed_engine(model, LearnerConfig(lr=1e-2, grad_clip=0.0, zero_stage=zero_stage), 10, False)
+    core = LearnerCore(engine, LossConfig(dual_clip_c=None, tis_cap=None), 0, 1.0, 4, torch.device("cpu"))
+    rows = [Row([1, 5, 6], [7, 8, 2], [], 1.0, 0)]
+    core.train([(rows, 3.0, 1.0)], world_size=1)  # optimizer state exists
+    engine.save_checkpoint(str(tmp_path), tag="t", client_state={"version": 3})
+    saved = [p.detach().clone() for p in engine.module.parameters()]
+    core.train([(rows, 3.0, 1.0)], world_size=1)
+    assert any(not torch.equal(a, p) for a, p in zip(saved, engine.module.parameters()))
+    _, client = engine.load_checkpoint(str(tmp_path), tag="t", load_optimizer_states=True, load_lr_scheduler_states=True)
+    assert client["version"] == 3
+    assert all(torch.equal(a, p) for a, p in zip(saved, engine.module.parameters()))
+    bad = tmp_path / "evil.pt"
+    torch.save({"state": _NotATensor()}, bad)
+    with pytest.raises(pickle.UnpicklingError, match="refused to load"):
+        engine.checkpoint_engine.load(str(bad))
