@@ -91,26 +91,38 @@ def run(budget: int = 60000, seeds: int = 3, out_dir: Path = Path("results"), sm
                 "zero_signal_share": statistics.mean(r["train/zero_signal_share"] for r in train_rows),
                 "steps": len(train_rows), "wall_s": ts[-1] if ts else float("nan"),
             })
-    target = _stat([r["final_reward"] for r in runs.get("grpo_n4", [])])["mean"]
+    result = {"budget": budget, "seeds": seeds, "runs": runs, "overrides": list(overrides or []), **summarize(runs)}
+    write_result(out_dir, "algo", result)
+    plot(result, out_dir)
+    return result
+
+
+MIN_GAIN = 0.02  # grpo-n4 must raise its training reward by this much for "samples to reach" to mean anything
+
+
+def summarize(runs: dict[str, list[dict]]) -> dict:
+    """Per-method statistics over seeds. "Samples to reach grpo-n4's final training reward" is only
+    defined when grpo-n4 learned (final - first smoothed reward >= MIN_GAIN): otherwise every method
+    meets the target at its first step and the ratio would only restate samples per step."""
+    base = runs.get("grpo_n4", [])
+    target = _stat([r["final_reward"] for r in base])["mean"]
+    start = _stat([r["reward"][0] for r in base if r["reward"]])["mean"]
+    learned = bool(base) and target - start >= MIN_GAIN
+    base_need = _stat([samples_to_reach(r["samples"], r["reward"], target) for r in base]) if learned else None
     summary = {}
     for name, rs in runs.items():
-        need = [samples_to_reach(r["samples"], r["reward"], target) for r in rs]
-        base_need = _stat([samples_to_reach(r["samples"], r["reward"], target) for r in runs.get("grpo_n4", [])])
+        need = _stat([samples_to_reach(r["samples"], r["reward"], target) for r in rs]) if learned else _stat([])
         eval_keys = sorted({k for r in rs for k in r["eval"]})
         summary[name] = {
             "final_reward": _stat([r["final_reward"] for r in rs]),
             "zero_signal_share": _stat([r["zero_signal_share"] for r in rs]),
-            "samples_to_grpo_n4_final": _stat(need),
-            "samples_ratio_to_grpo_n4": (_stat(need)["mean"] / base_need["mean"]) if base_need["n"] else float("nan"),
+            "samples_to_grpo_n4_final": need,
+            "samples_ratio_to_grpo_n4": need["mean"] / base_need["mean"] if learned and base_need["n"] else float("nan"),
             "wall_s": _stat([r["wall_s"] for r in rs]),
             "steps": _stat([float(r["steps"]) for r in rs]),
             "eval": {k: _stat([r["eval"].get(k, float("nan")) for r in rs]) for k in eval_keys},
         }
-    result = {"budget": budget, "seeds": seeds, "target_reward": target, "summary": summary, "runs": runs,
-              "overrides": list(overrides or [])}
-    write_result(out_dir, "algo", result)
-    plot(result, out_dir)
-    return result
+    return {"target_reward": target, "grpo_n4_first_reward": start, "grpo_n4_learned": learned, "summary": summary}
 
 
 def plot(result: dict, out_dir: Path) -> None:
@@ -147,8 +159,19 @@ def format_table(result: dict) -> str:
 
     for name, m in s.items():
         ev = m["eval"]
+        reach = (f"{m['samples_to_grpo_n4_final']['mean']:.0f} ({m['samples_ratio_to_grpo_n4']:.2f})"
+                 if result.get("grpo_n4_learned", True) else "n/a")
         lines.append(f"| {name} | {f(m['final_reward'])} | {f(ev[k]) if k in ev else '-'} | "
-                     f"{f(ev[p]) if p in ev else '-'} | {f(m['zero_signal_share'])} | "
-                     f"{m['samples_to_grpo_n4_final']['mean']:.0f} ({m['samples_ratio_to_grpo_n4']:.2f}) | "
+                     f"{f(ev[p]) if p in ev else '-'} | {f(m['zero_signal_share'])} | {reach} | "
                      f"{m['steps']['mean']:.0f} | {m['wall_s']['mean']:.0f} |")
+    if not result.get("grpo_n4_learned", True):
+        lines.append(f"\ngrpo-n4 did not raise its training reward ({result['grpo_n4_first_reward']:.3f} at the first "
+                     f"step, {result['target_reward']:.3f} at the end; < +{MIN_GAIN}): no target to reach, so no "
+                     "samples-to-reach ratio.")
+    levels = sorted({key.split("/", 1)[1] for m in s.values() for key in m["eval"] if key.startswith("avg@") and "/" in key})
+    if levels and k:
+        lines += ["", "| method | " + " | ".join(f"{k} {lv}" for lv in levels) + " |", "| --- " * (len(levels) + 1) + "|"]
+        for name, m in s.items():
+            lines.append(f"| {name} | " + " | ".join(f(m["eval"][f"{k}/{lv}"]) if f"{k}/{lv}" in m["eval"] else "-"
+                                                      for lv in levels) + " |")
     return "\n".join(lines)
