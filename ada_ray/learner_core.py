@@ -12,6 +12,7 @@ A non-finite loss on any rank skips the optimizer step on every rank (counted).
 
 from __future__ import annotations
 
+import enum
 import os
 import pickle
 import sys
@@ -234,11 +235,31 @@ def make_deepspeed_engine(model, lcfg, total_steps: int, use_bf16: bool):
     return engine
 
 
+def _enums_to_values(obj):
+    """The state dict with every enum member replaced by its value. Containers holding no enum are
+    returned as they are (a module's state dict keeps its OrderedDict type and `_metadata`)."""
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, dict):
+        items = {k: _enums_to_values(v) for k, v in obj.items()}
+        if all(items[k] is v for k, v in obj.items()):
+            return obj
+        out = obj.copy()  # same type (OrderedDict, ...), then the changed values
+        out.update(items)
+        return out
+    if type(obj) in (list, tuple):
+        items = [_enums_to_values(v) for v in obj]
+        return obj if all(a is b for a, b in zip(items, obj)) else type(obj)(items)
+    return obj
+
+
 def weights_only_checkpoint_engine(ds_config=None):
     """DeepSpeed's torch checkpoint engine, except that it loads with ``torch.load(weights_only=True)``
     (DeepSpeed's own passes ``weights_only=False``): a checkpoint file may hold tensors, plain
     containers and three DeepSpeed record types (ZeRO's stage enum, its fragment addresses, the
-    loss-scaler's settings), never code to run. Saving is unchanged."""
+    loss-scaler's settings), never code to run. Saving writes enum members as their plain values:
+    some Python builds pickle an enum member as ``getattr(EnumClass, name)``, and ``getattr`` is
+    not something a weights-only load may call."""
     from deepspeed.runtime.checkpoint_engine.torch_checkpoint_engine import TorchCheckpointEngine
     from deepspeed.runtime.fp16.loss_scaler import LossScaler
     from deepspeed.runtime.zero.config import ZeroStageEnum
@@ -247,6 +268,9 @@ def weights_only_checkpoint_engine(ds_config=None):
     records = [LossScaler, ZeroStageEnum, fragment_address]
 
     class WeightsOnlyCheckpointEngine(TorchCheckpointEngine):
+        def save(self, state_dict, path: str):
+            return super().save(_enums_to_values(state_dict), path)
+
         def load(self, path: str, map_location=None):
             try:
                 with torch.serialization.safe_globals(records):
