@@ -37,3 +37,29 @@ def write_result(out_dir: Path, name: str, result: dict) -> Path:
     path = out_dir / f"{name}.json"
     path.write_text(json.dumps(result, indent=2))
     return path
+
+
+def bar_chart(path: Path, title: str, ylabel: str, groups: dict[str, dict[str, float]]) -> Path:
+    """Grouped bars: one group per key of `groups`, one bar per series inside it. Returns the PNG path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = list(dict.fromkeys(s for g in groups.values() for s in g))
+    width = 0.8 / max(1, len(series))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(groups) + 2), 4))
+    for i, s in enumerate(series):
+        xs = [j + i * width for j in range(len(groups))]
+        ax.bar(xs, [g.get(s, 0.0) for g in groups.values()], width, label=s)
+    ax.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(groups))])
+    ax.set_xticklabels(list(groups), rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if len(series) > 1:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ada_ray.algo.scheduler import WorkScheduler
 from ada_ray.algo.types import Prompt, Sample
-from ada_ray.bench.common import write_result
+from ada_ray.bench.common import bar_chart, write_result
 from ada_ray.config import AlgoConfig, load_config
 
 
@@ -106,6 +106,9 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, steps: int = 200) 
             shares.append(sh)
     result = {"pure": pure, "actor": actor, "training_runs": shares}
     write_result(out_dir, "queue", result)
+    if shares:
+        bar_chart(out_dir / "queue.png", "PromptQueue busy time / run wall time (target <= 1%)", "percent",
+                  {s["run"]: {"queue share": 100 * s["queue_share"]} for s in shares})
     return result
 
 

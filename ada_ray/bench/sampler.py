@@ -12,7 +12,7 @@ from pathlib import Path
 
 import ray
 
-from ada_ray.bench.common import write_result
+from ada_ray.bench.common import bar_chart, write_result
 from ada_ray.config import load_config, to_dict
 
 
@@ -94,6 +94,9 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, overrides: list[st
     result = {"prompts": n_prompts, "n": cfg.algo.n, "bare_vllm": bare_res, "sampler": ours,
               "sampler_vs_bare": ours["tokens_per_s"] / bare_res["tokens_per_s"]}
     write_result(out_dir, "sampler", result)
+    bar_chart(out_dir / "sampler.png", f"generated tokens/s, {n_prompts} prompts x {cfg.algo.n}", "tokens/s",
+              {"bare vllm.LLM.generate": {"tokens/s": bare_res["tokens_per_s"]},
+               "ada_ray Sampler": {"tokens/s": ours["tokens_per_s"]}})
     return result
 
 

@@ -17,7 +17,7 @@ import shutil
 import statistics
 from pathlib import Path
 
-from ada_ray.bench.common import write_result
+from ada_ray.bench.common import bar_chart, write_result
 from ada_ray.config import load_config
 
 ROWS = [
@@ -81,6 +81,9 @@ def run(steps: int = 30, skip: int = 5, out_dir: Path = Path("results"), smoke: 
             ratios[f"{algo}_async_vs_sync_groups_per_s"] = a["groups_per_s_overall"] / s["groups_per_s_overall"]
     result = {"steps": steps, "skip": skip, "rows": table, "ratios": ratios, "overrides": list(overrides or [])}
     write_result(out_dir, "system", result)
+    bar_chart(out_dir / "system.png", "seconds per step and its split", "seconds",
+              {name: {"step": r["step_s"], "wait for cohort": r["wait_s"], "train": r["train_s"], "weight sync": r["sync_s"]}
+               for name, r in table.items()})
     return result
 
 

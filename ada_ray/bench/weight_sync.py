@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from ada_ray.bench.common import write_result
+from ada_ray.bench.common import bar_chart, write_result
 from ada_ray.sync.weight_bus import WeightBusReceiver, WeightBusSender, _broadcast
 
 
@@ -114,6 +114,10 @@ def run(receivers: int = 2, big_mb: float = 512.0, buckets=(1.0, 16.0, 64.0, 256
     result = {"receivers": receivers, "repeats": repeats, "rows": rows,
               "tiny_policy_best_update_ms": 1000 * min(r["bus_s"] for r in tiny)}
     write_result(out_dir, "sync", result)
+    bar_chart(out_dir / "sync.png", f"weight broadcast to {receivers} receivers (gloo)", "MB/s",
+              {f"{r['payload']} {r['packing']} {r['bucket_mb']:g}MB": {
+                  "WeightBus": r["bus_mb_s"], "one flat broadcast": r["flat_mb_s"], "memcpy": r["memcpy_mb_s"]}
+               for r in rows})
     return result
 
 

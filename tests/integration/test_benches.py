@@ -25,6 +25,7 @@ def test_bench_sync_smoke(tmp_path):
     for r in d["rows"]:
         assert r["bus_mb_s"] > 0 and r["flat_mb_s"] > 0 and r["memcpy_mb_s"] > 0 and r["buckets"] >= 1
     assert 0 < d["tiny_policy_best_update_ms"] < 5000
+    assert (tmp_path / "sync.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_bench_sampler_smoke(ray_cluster, tmp_path):
@@ -34,6 +35,7 @@ def test_bench_sampler_smoke(ray_cluster, tmp_path):
     d = load(tmp_path, "sampler")
     assert d["bare_vllm"]["tokens"] == d["sampler"]["tokens"] > 0  # same prompts and seeds, same samples
     assert 0 < d["sampler_vs_bare"] < 5
+    assert (tmp_path / "sampler.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_bench_system_and_queue_smoke(ray_cluster, tmp_path):
@@ -47,10 +49,12 @@ def test_bench_system_and_queue_smoke(ray_cluster, tmp_path):
     assert d["ratios"]["balance_samples_ratio"] > 1  # Seq-balance draws more than GRPO-n4
     assert math.isclose(d["ratios"]["balance_system_premium"],
                         d["ratios"]["balance_step_ratio"] / d["ratios"]["balance_samples_ratio"])
+    assert (tmp_path / "system.png").read_bytes()[:4] == b"\x89PNG"
     queue.run(out_dir=tmp_path, smoke=True)
     q = load(tmp_path, "queue")
     assert q["pure"]["ops_per_s"] > 0 and q["actor"]["calls_per_s"] > 0
     assert len(q["training_runs"]) == 3 and all(0 <= r["queue_share"] < 1 for r in q["training_runs"])
+    assert (tmp_path / "queue.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_bench_algo_smoke(ray_cluster, tmp_path):
