@@ -83,20 +83,40 @@ def summarize(difficulties: Sequence[str], correct: Sequence[int], k: int, rewar
     )
 
 
+def eval_seed(seed: int, index: int) -> int:
+    """The sampling seed of the prompt at `index` of an evaluation (or prepare-data) pass: the same
+    for the CLI, the in-training eval spread over samplers, and prepare-data."""
+    return seed * 1_000_003 + index
+
+
+def count_correct(engine, token_ids: Sequence[Sequence[int]], answers: Sequence[str], k: int, temperature: float,
+                  seed: int, first_index: int, scorer, threshold: float = 0.5,
+                  max_tokens: int | None = None) -> tuple[list[int], int]:
+    """(correct of k per prompt, reward errors): k samples per prompt from a generation engine
+    (VLLMEngine), scored by a SafeScorer; a sample is correct when its reward exceeds `threshold`.
+    Prompt i's seed is eval_seed(seed, first_index + i), so the same weights, seed and prompt
+    position give the same samples however the prompts are chunked."""
+    outs = engine.generate(token_ids, k, [eval_seed(seed, first_index + i) for i in range(len(token_ids))],
+                           temperature, max_tokens)
+    correct, errors = [], 0
+    for answer, comps in zip(answers, outs):
+        scored = scorer.score([c.text for c in comps], [answer] * len(comps))
+        errors += sum(1 for _, failed in scored if failed)
+        correct.append(sum(1 for s, _ in scored if s > threshold))
+    return correct, errors
+
+
 def evaluate_engine(engine, prompts, k: int, temperature: float, seed: int, scorer,
                     max_tokens: int | None = None, batch: int = 256) -> EvalResult:
-    """k samples per prompt from a generation engine (VLLMEngine), scored by a SafeScorer.
-    Seeds are per prompt (seed + index), so the same weights and seed give the same result."""
+    """avg@k, pass@k and the rest over `prompts` (Prompt objects), in chunks of `batch` prompts."""
     correct: list[int] = []
     errors = 0
     for start in range(0, len(prompts), batch):
         chunk = prompts[start:start + batch]
-        outs = engine.generate([p.token_ids for p in chunk], k,
-                               [seed * 1_000_003 + start + i for i in range(len(chunk))], temperature, max_tokens)
-        for p, comps in zip(chunk, outs):
-            scored = scorer.score([c.text for c in comps], [p.answer] * len(comps))
-            errors += sum(1 for _, failed in scored if failed)
-            correct.append(sum(1 for s, _ in scored if s > 0.5))
+        c, e = count_correct(engine, [p.token_ids for p in chunk], [p.answer for p in chunk], k, temperature, seed,
+                             start, scorer, max_tokens=max_tokens)
+        correct += c
+        errors += e
     return summarize([p.difficulty for p in prompts], correct, k, errors)
 
 

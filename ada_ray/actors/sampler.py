@@ -110,8 +110,10 @@ class Sampler:
 
     def evaluate(self, prompts: list[list[int]], answers: list[str], k: int, temperature: float, seed: int,
                  max_tokens: Optional[int] = None, offset: int = 0) -> dict:
-        """k samples per prompt (seed of prompt i: seed*1_000_003 + offset + i, as ada_ray.evaluate)
+        """k samples per prompt (seed of prompt i: eval_seed(seed, offset + i), as ada_ray.evaluate)
         at the current weights; returns correct counts and reward errors."""
+        from ada_ray.evaluate import eval_seed
+
         batch_id = f"eval{time.monotonic_ns()}"
         done: Future = Future()
 
@@ -121,7 +123,7 @@ class Sampler:
             for i, p in enumerate(prompts):
                 rid = f"{batch_id}-{i}"
                 self.evals[rid] = (batch_id, i)
-                self.engine.add(rid, p, k, seed * 1_000_003 + offset + i, temperature, max_tokens)
+                self.engine.add(rid, p, k, eval_seed(seed, offset + i), temperature, max_tokens)
             if not prompts:
                 done.set_result({"correct": [], "errors": 0, "version": self.version})
 

@@ -35,6 +35,11 @@ class Record:
     pass_rate: Optional[float] = None  # offline pass rate (data.pass_rate_field), seeds the difficulty memory
     row: dict = field(default_factory=dict)  # the record as read (prepare-data writes it back out)
 
+    @property
+    def prompt_id(self) -> str:
+        """The record's id field when given, else a hash of the question: stable across runs."""
+        return self.record_id or content_id(self.question)
+
 
 @dataclass
 class PromptSet:
@@ -144,7 +149,7 @@ def to_prompts(records: list[Record], cfg: DataConfig, tokenizer, source: str) -
         if len(ids) > cfg.max_prompt_tokens:
             dropped += 1
             continue
-        pid = r.record_id or content_id(r.question)
+        pid = r.prompt_id
         if pid in seen:
             if r.record_id is not None:
                 raise DataError(f"{r.where}: duplicate prompt id {pid!r} (first at {seen[pid]})")

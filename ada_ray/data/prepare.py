@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ada_ray.config import AdaRayConfig
-from ada_ray.data.datasets import DataError, Record, content_id, load_records, render_prompt
+from ada_ray.data.datasets import DataError, Record, load_records, render_prompt
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ def prepare(cfg: AdaRayConfig, make_engine: Callable, make_scorer: Callable, log
 
     `make_engine()` returns a generation engine with `.tokenizer` and `.generate(...)` (VLLMEngine);
     `make_scorer()` a SafeScorer. Both are made only if some prompt still needs scoring."""
-    from ada_ray.evaluate import histogram
+    from ada_ray.evaluate import count_correct, histogram
     from ada_ray.progress import Progress
 
     pc = cfg.prepare
@@ -130,7 +130,7 @@ def prepare(cfg: AdaRayConfig, make_engine: Callable, make_scorer: Callable, log
     too_long = dups = 0
     seen: set[str] = set()
     for rec in records:
-        pid = rec.record_id or content_id(rec.question)
+        pid = rec.prompt_id
         if pid in seen:
             if rec.record_id is not None:
                 raise DataError(f"{rec.where}: duplicate prompt id {pid!r} (data.id_field)")
@@ -157,13 +157,10 @@ def prepare(cfg: AdaRayConfig, make_engine: Callable, make_scorer: Callable, log
         try:
             for start in range(0, len(todo), pc.chunk_prompts):
                 chunk = todo[start:start + pc.chunk_prompts]
-                outs = engine.generate([t for _, _, t in chunk], k,
-                                       [cfg.trainer.seed * 1_000_003 + i for i in range(start, start + len(chunk))],
-                                       temperature)
+                correct, _ = count_correct(engine, [t for _, _, t in chunk], [rec.answer for rec, _, _ in chunk], k,
+                                           temperature, cfg.trainer.seed, start, scorer, cfg.algo.positive_threshold)
                 rows = []
-                for (rec, pid, _), comps in zip(chunk, outs):
-                    scored = scorer.score([c.text for c in comps], [rec.answer] * len(comps))
-                    c = sum(1 for s, _ in scored if s > cfg.algo.positive_threshold)
+                for (_, pid, _), c in zip(chunk, correct):
                     done[pid] = c
                     rows.append({"prompt_id": pid, "num_correct": c, "num_samples": k})
                 _append(spath, rows)

@@ -88,3 +88,19 @@ def test_temperature_scales_logits():
     logits = torch.tensor([[[2.0, 0.0]]])
     lp, _ = token_logprobs_and_entropy(logits, torch.tensor([[0]]), temperature=2.0)
     assert float(lp) == pytest.approx(math.log(math.e / (math.e + 1)))
+
+
+def test_kl_behaviour_metric_is_the_k3_estimate():
+    """kl_behaviour: mean over tokens of exp(d) - d - 1, d = behaviour - current log-prob (0 when equal)."""
+    cfg = LossConfig(dual_clip_c=None, tis_cap=None)
+    logp = _lp([[0.5, 0.25]])
+    mask = torch.tensor([[1, 1]])
+    adv = torch.tensor([1.0], dtype=torch.float64)
+    _, same = policy_loss(logp, logp, logp, adv, mask, cfg)
+    assert same["kl_behaviour"] == pytest.approx(0.0)
+    behaviour = _lp([[0.25, 0.25]])
+    _, m = policy_loss(logp, logp, behaviour, adv, mask, cfg)
+    d = math.log(0.25) - math.log(0.5)
+    assert m["kl_behaviour"] == pytest.approx((math.exp(d) - d - 1.0) / 2)
+    _, none = policy_loss(logp, logp, None, adv, mask, cfg)
+    assert "kl_behaviour" not in none

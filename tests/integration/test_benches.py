@@ -82,3 +82,10 @@ def test_bench_soak_smoke(ray_cluster, tmp_path):
     for p in d["processes"].values():
         assert p["rss_end_mb"] > 10 and p["samples"] >= 1
     assert (tmp_path / "soak_rss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_sampler_refuses_a_gpu_the_cluster_lacks(ray_cluster, tmp_path, capsys):
+    from ada_ray.cli import main
+
+    assert main(["bench", "sampler", f"out={tmp_path}", "smoke=true", "sampler.num_gpus=1"]) == 2
+    assert "asks for 1 GPU(s) (sampler.num_gpus) but the cluster has 0" in capsys.readouterr().err

@@ -203,3 +203,22 @@ def test_plots_are_valid_pngs(ray_cluster, tmp_path):
     for p in pngs:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert mpimg.imread(p).shape[0] > 100
+
+
+def test_tracker_resumes_the_recorded_run_or_starts_a_new_one(tmp_path):
+    """On resume the checkpoint's MLflow run id is attached to; an id the store does not know
+    (e.g. the run was deleted) starts a new run with a log line instead of failing."""
+    from ada_ray.tracking import Tracker
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    for d in "abc":
+        (tmp_path / d).mkdir()
+    first = Tracker(tmp_path / "a", True, uri, "resume-test", "r", log=lambda s: None)
+    first.close()
+    again = Tracker(tmp_path / "b", True, uri, "resume-test", "r", log=lambda s: None, resume_run_id=first.run_id)
+    assert again.run_id == first.run_id
+    again.close()
+    lines = []
+    fresh = Tracker(tmp_path / "c", True, uri, "resume-test", "r", log=lines.append, resume_run_id="0" * 32)
+    assert fresh.run_id not in (None, "0" * 32) and any("starting a new MLflow run" in x for x in lines)
+    fresh.close()
