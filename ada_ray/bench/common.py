@@ -1,4 +1,4 @@
-"""Shared helpers: results folder, machine description, JSON writing."""
+"""Shared helpers: results folder, machine description, JSON writing, the batch the run benches use."""
 
 from __future__ import annotations
 
@@ -8,6 +8,10 @@ import platform
 import subprocess
 import time
 from pathlib import Path
+
+# prompts per step for the benches that time training runs (system, soak): BENCHMARKS.md's tables were
+# measured at 32; the default config trains 64
+BATCH_PROMPTS = 32
 
 
 def machine() -> dict:

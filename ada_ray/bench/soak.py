@@ -18,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from ada_ray.bench.common import write_result
+from ada_ray.bench.common import BATCH_PROMPTS, write_result
 from ada_ray.config import load_config
 
 ROLES = {"ray::PromptQueue": "queue", "ray::Sampler": "sampler", "ray::Learner": "learner"}
@@ -154,8 +154,8 @@ def run(steps: int = 300, out_dir: Path = Path("results"), smoke: bool = False, 
     work = out_dir / "soak_run"
     shutil.rmtree(work, ignore_errors=True)
     ov = [f"trainer.total_steps={steps}", "trainer.eval_every=0", "trainer.final_eval=false",
-          "sampler.num_samplers=2", "trainer.batch_prompts=32", f"trainer.output_dir={work}", "trainer.run_name=soak", "tracking.enabled=false",
-          "trainer.progress=plain", "trainer.save_every=0"] + list(overrides or [])
+          "sampler.num_samplers=2", f"trainer.batch_prompts={BATCH_PROMPTS}", f"trainer.output_dir={work}",
+          "trainer.run_name=soak", "tracking.enabled=false", "trainer.progress=plain", "trainer.save_every=0"] + list(overrides or [])
     cfg = load_config("ada_seq_balance", ov)
     watcher = RssSampler(interval)
 

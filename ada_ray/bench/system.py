@@ -17,11 +17,8 @@ import shutil
 import statistics
 from pathlib import Path
 
-from ada_ray.bench.common import bar_chart, write_result
+from ada_ray.bench.common import BATCH_PROMPTS, bar_chart, write_result
 from ada_ray.config import load_config
-
-# the batch every row runs at (BENCHMARKS.md's table was measured at 32; the default trains 64)
-BATCH_PROMPTS = 32
 
 ROWS = [
     ("grpo_async", "grpo", {}),
@@ -64,8 +61,7 @@ def run(steps: int = 30, skip: int = 5, out_dir: Path = Path("results"), smoke: 
     table = {}
     for name, preset, extra in rows or ROWS:
         ov = [f"trainer.total_steps={steps}", f"trainer.batch_prompts={BATCH_PROMPTS}", "trainer.eval_every=0",
-              f"trainer.output_dir={work}",
-              f"trainer.run_name={name}", "tracking.enabled=false", "trainer.progress=plain"]
+              f"trainer.output_dir={work}", f"trainer.run_name={name}", "tracking.enabled=false", "trainer.progress=plain"]
         ov += [f"{k}={v}" for k, v in extra.items()] + list(overrides or [])
         cfg = load_config(preset, ov)
         train(cfg, log=lambda s: None)

@@ -7,6 +7,8 @@ import math
 
 import pytest
 
+from ada_ray.bench.common import BATCH_PROMPTS
+
 pytestmark = pytest.mark.slow
 
 
@@ -14,6 +16,11 @@ def load(out, name):
     d = json.loads((out / f"{name}.json").read_text())
     assert d["bench"] == name and d["machine"]["cores"] >= 1
     return d
+
+
+def trained_groups(run_dir):
+    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return {r["train/groups"] for r in rows if "train/groups" in r}
 
 
 def test_bench_sync_smoke(tmp_path):
@@ -50,6 +57,7 @@ def test_bench_system_and_queue_smoke(ray_cluster, tmp_path):
     assert math.isclose(d["ratios"]["balance_system_premium"],
                         d["ratios"]["balance_step_ratio"] / d["ratios"]["balance_samples_ratio"])
     assert (tmp_path / "system.png").read_bytes()[:4] == b"\x89PNG"
+    assert trained_groups(tmp_path / "system_runs" / "grpo_async") == {BATCH_PROMPTS}  # not the default's 64
     queue.run(out_dir=tmp_path, smoke=True)
     q = load(tmp_path, "queue")
     assert q["pure"]["ops_per_s"] > 0 and q["actor"]["calls_per_s"] > 0
@@ -81,6 +89,7 @@ def test_bench_soak_smoke(ray_cluster, tmp_path):
     assert sum(1 for label in d["processes"] if label.startswith("sampler:")) == 2  # two samplers
     for p in d["processes"].values():
         assert p["rss_end_mb"] > 10 and p["samples"] >= 1
+    assert trained_groups(tmp_path / "soak_run" / "soak") == {BATCH_PROMPTS}
     assert (tmp_path / "soak_rss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
