@@ -103,7 +103,10 @@ class ModelConfig:
 class AlgoConfig:
     name: str = "ada_seq_balance"  # the algorithm
     n: int = 4  # update group size per prompt (grpo/dapo: samples per prompt)
-    samples_per_round: int = 8  # ada_seq: samples drawn per round (M)
+    # ada_seq: samples drawn per round (M). With M < n the exit rule (k_pos/k_neg) also waits for a
+    # pool of >= n samples so every prompt keeps exactly n; the official Seq-pos instead stops at the
+    # first positive and keeps fewer than n rows (a deliberate difference; same result when M >= n)
+    samples_per_round: int = 8
     max_rounds: int = 4  # ada_seq: round cap (R)
     k_pos: Optional[int] = None  # default: 1 (pos) or floor(n/2) (balance)
     k_neg: Optional[int] = None  # default: n - floor(n/2) (balance)
@@ -115,7 +118,9 @@ class AlgoConfig:
     est_lambda: float = 0.9  # pass-rate memory: EMA decay of the counts
     prior_weight: float = 8.0  # pass-rate memory: samples an offline pass rate (data.pass_rate_field) is worth
     est_mean_samples: float = 8.0  # ada_est: average samples per prompt (budget = this x batch)
-    est_weight: str = "inv_sqrt"  # ada_est: budget weight 1/sqrt(p-hat) or 1/p-hat
+    # ada_est budget rule: inv_sqrt (paper) n ~ 1/sqrt(p-hat); inv (public code) one sample each, then
+    # the rest ~ 1/p-hat. Both clipped to [est_n_min, est_n_max], largest-remainder rounding.
+    est_weight: str = "inv_sqrt"
     est_n_min: int = 2  # ada_est: fewest samples per prompt
     est_n_max: int = 32  # ada_est: most samples per prompt
     est_residual_weight: bool = True  # ada_est: advantage x 1/sqrt(mean reward)

@@ -5,6 +5,14 @@ pos     - |pos| >= K_pos (Reinforce-Ada-Seq-pos, default K_pos = 1);
 balance - |pos| >= K_pos and |neg| >= K_neg (Seq-balance, defaults floor(n/2) and n - floor(n/2)).
 A rule also needs the pool to hold at least n samples, so the kept group has exactly n (a no-op
 when samples_per_round >= n, as in the paper). The round cap ends every prompt after R rounds.
+
+Deliberate difference from the official code when samples_per_round < n: the official Seq-pos
+("positive_focused") stops a prompt at the end of the first round that has a positive and keeps
+whatever the pool holds, i.e. fewer than n rows (M = 2, n = 4, a positive in round 1: 2 rows).
+Here Seq-pos keeps sampling until the pool has >= n samples (and >= K_pos positives), so every
+prompt trains exactly n rows and the batch stays B x n. Seq-balance with the default K_pos + K_neg
+= n already implies a pool of >= n, so only K_pos + K_neg < n (not possible in the official code)
+is affected there. With samples_per_round >= n (the paper's M = 8, n = 4) both agree.
 """
 
 from __future__ import annotations
@@ -23,7 +31,10 @@ class ExitRule:
     max_rounds: int = 1
 
     def satisfied(self, num_pos: int, num_neg: int) -> bool:
-        """Whether the rule fires for a pool with these counts (ignoring the round cap)."""
+        """Whether the rule fires for a pool with these counts (ignoring the round cap).
+
+        Never before the pool holds n samples (see the module docstring: the official Seq-pos fires
+        on the first positive even with fewer)."""
         if num_pos + num_neg < self.n:
             return False
         if self.kind == "fixed":

@@ -49,3 +49,11 @@ def test_fixed_rule_for_single_round_algorithms():
     for name in ("grpo", "dapo", "ada_est"):
         rule = exit_rule_for(AlgoConfig(name=name, n=4))
         assert rule.kind == "fixed" and rule.done(0, 4, rounds_done=1)
+
+
+def test_seq_pos_with_fewer_samples_per_round_than_n_waits_for_a_pool_of_n():
+    # Deliberate difference (docs/CONFIG.md, exit_rules docstring): M = 2 < n = 4, a positive in
+    # round 1. The official code stops here and keeps 2 rows; this project samples round 2 first.
+    rule = exit_rule_for(AlgoConfig(name="ada_seq_pos", n=4, samples_per_round=2, max_rounds=4))
+    assert not rule.done(1, 1, rounds_done=1)
+    assert rule.done(1, 3, rounds_done=2)
