@@ -9,7 +9,7 @@ are dotted overrides (algo.n=8). Commands:
   show-config  print the resolved config
   prepare-data the paper's data preparation: k samples per training prompt from model.path, keep the
                prompts in a pass-rate band (prepare.*), write them with their pass rates (resumable)
-  bench        ada-ray bench {sync,system,queue,sampler,algo,soak} [param=value ...] (see BENCHMARKS.md)
+  bench        ada-ray bench {sync,system,queue,sampler,algo,soak,paper} [param=value ...] (see BENCHMARKS.md)
 """
 
 from __future__ import annotations
@@ -86,23 +86,43 @@ def _engine_and_prompts(cfg, split: str):
 
 
 def cmd_warmstart(cfg, args) -> int:
-    from ada_ray.data.warmstart import ensure_embedded_policy
+    from ada_ray.data import shipped_policy
+    from ada_ray.data.warmstart import embedded_key, ensure_embedded_policy, recipe, train_warmstart
     from ada_ray.evaluate import evaluate_engine, format_result
 
     if cfg.model.path != "embedded":
         raise ConfigError("warmstart builds the embedded policy: model.path must be 'embedded'")
     t0 = time.time()
-    path = ensure_embedded_policy(cfg, print)
+    if args.ship:  # maintainers: rebuild the policy that ships with the package
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            report = train_warmstart(cfg, Path(tmp) / "policy", print)
+            path = shipped_policy.write_shipped(Path(tmp) / "policy", embedded_key(cfg), recipe(cfg),
+                                                {**report, **_machine_line()})
+        print(f"shipped policy rewritten: {path} (key {embedded_key(cfg)})")
+    else:
+        path = ensure_embedded_policy(cfg, print, use_shipped=not args.rebuild)
     report = json.loads((Path(path) / "warmstart.json").read_text())
-    print(f"embedded policy: {path}\n  built in {report['seconds']} s ({report['steps']} steps, "
+    origin = "shipped with the package" if Path(path) == shipped_policy.SHIPPED_DIR else "built on this machine"
+    print(f"embedded policy ({origin}): {path}\n  built in {report['seconds']} s ({report['steps']} steps, "
           f"{report['params']:,} parameters, final loss {report['final_loss']:.3f}); this call {time.time() - t0:.1f} s")
     if args.report_k > 0:
+        if Path(path) != shipped_policy.SHIPPED_DIR:
+            cfg.model.path = str(path)
         _, engine, prompts, scorer = _engine_and_prompts(cfg, args.split)
         res = evaluate_engine(engine, prompts, args.report_k, cfg.sampler.temperature, cfg.trainer.seed, scorer)
         print(f"pass rates on the {args.split} split at n={args.report_k}, T={cfg.sampler.temperature}:")
         print(format_result(res))
         scorer.close()
     return 0
+
+
+def _machine_line() -> dict:
+    import platform
+
+    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "")
+    return {"cpu": cpu, "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
 
 
 def cmd_eval(cfg, args) -> int:
@@ -149,7 +169,7 @@ def cmd_train(cfg, args) -> int:
 
 BENCH_PARAMS = {"steps": int, "skip": int, "out": str, "smoke": lambda v: v.lower() in ("1", "true", "yes"),
                 "receivers": int, "big_mb": float, "repeats": int, "seeds": int, "budget": int, "hog": int,
-                "interval": float}
+                "interval": float, "batch": int, "eval_every": int, "methods": str}
 
 
 def cmd_bench(argv: list[str]) -> int:
@@ -157,7 +177,7 @@ def cmd_bench(argv: list[str]) -> int:
     import importlib
 
     names = {"sync": "weight_sync", "system": "system", "queue": "queue", "sampler": "sampler", "algo": "algos",
-             "soak": "soak"}
+             "soak": "soak", "paper": "paper"}
     if not argv or argv[0] not in names:
         print(f"ada-ray bench: expected one of {', '.join(names)}", file=sys.stderr)
         return 2
@@ -207,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=sorted(COMMANDS) + ["bench"])
     parser.add_argument("--split", default=None, help="train or eval (warmstart: train; eval: eval)")
     parser.add_argument("--report-k", type=int, default=0, help="warmstart: samples per prompt for the report")
+    parser.add_argument("--rebuild", action="store_true",
+                        help="warmstart: build the recipe on this machine (into the cache) instead of using the shipped policy")
+    parser.add_argument("--ship", action="store_true",
+                        help="warmstart: rebuild the policy shipped in ada_ray/data/embedded_policy (maintainers)")
     parser.add_argument("--k", type=int, default=0, help="eval: samples per prompt (default trainer.eval_samples)")
     parser.add_argument("--json", default=None, help="eval: also write the result as JSON here")
     args, rest = parser.parse_known_args(argv)

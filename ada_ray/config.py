@@ -56,8 +56,10 @@ class DataConfig:
     # embedded task: chain sums written compactly ("57+38-9="); levels are TxD (terms x digits).
     levels: list[str] = field(default_factory=lambda: ["2x1", "3x1", "2x2", "3x2", "2x3", "4x2"])
     train_per_level: int = 500  # embedded: train prompts per level (fewer for small levels)
-    eval_per_level: int = 50  # embedded: eval prompts per level, from a held-out pool
+    eval_per_level: int = 50  # embedded: eval prompts per level from its held-out pool (at most 200; 2x1: 50)
     seed: int = 0  # embedded: generator seed
+    # embedded: answers most-significant digit first ("86") or least-significant first ("68"; sign first)
+    answer_order: str = "msb_first"
 
 
 @dataclass
@@ -76,7 +78,11 @@ class EmbeddedModelConfig:
 class WarmStartConfig:
     """Supervised warm-start of the embedded policy on the embedded task."""
 
-    steps: int = 1500  # SFT steps (about 5 min on 2 CPU cores)
+    steps: int = 1500  # SFT steps of the schedule (warm-up, then cosine decay over these steps)
+    # stop the SFT after this many steps of that schedule (null: run it all): a half-trained policy
+    # whose pass rates are low but nonzero on many prompts, with room for RL to improve (the default
+    # recipe's policy ships with the package: ada_ray/data/embedded_policy)
+    stop_at_step: Optional[int] = 900
     batch_size: int = 64  # examples per SFT step
     lr: float = 3e-3  # peak learning rate (AdamW)
     warmup_steps: int = 50  # linear warm-up
@@ -197,6 +203,7 @@ class TrainerConfig:
     max_staleness: int = 2  # async: a sample is trained at most this many versions after its policy
     prompt_order: str = "sequential"  # new prompts per epoch: shuffled, hardest first, or weighted by 1/sqrt(p-hat)
     eval_every: int = 50  # evaluate every this many steps (0: never)
+    eval_at_start: bool = True  # with eval_every > 0: evaluate the starting policy before step 1
     final_eval: bool = True  # evaluate once more at the end (if the last step was not an eval step)
     eval_samples: int = 8  # k for avg@k / pass@k
     eval_temperature: float = 1.0  # evaluation sampling temperature
@@ -246,6 +253,7 @@ class AdaRayConfig:
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "data.source": ("embedded", "jsonl", "parquet", "hf_disk"),
+    "data.answer_order": ("msb_first", "lsb_first"),
     "data.prompt_template": ("raw", "math_boxed"),
     "model.dtype": ("auto", "float32", "bfloat16", "float16"),
     "algo.name": ALGORITHMS,
@@ -532,6 +540,8 @@ def validate(cfg: AdaRayConfig) -> None:
             parse_level(lv)
         except ValueError as exc:
             raise _err("model.warmstart.levels", f"a list of TxD levels ({exc})", list(cfg.model.warmstart.levels)) from None
+    if cfg.model.warmstart.stop_at_step is not None:
+        positive("model.warmstart.stop_at_step", cfg.model.warmstart.stop_at_step)
     if d.source == "embedded":
         for lv in d.levels:
             try:
@@ -542,11 +552,11 @@ def validate(cfg: AdaRayConfig) -> None:
             raise _err("data.levels", "a non-empty list", list(d.levels))
         positive("data.train_per_level", d.train_per_level)
         positive("data.eval_per_level", d.eval_per_level, strict=False)
-        from ada_ray.data.embedded_task import held_out_size
+        from ada_ray.data.embedded_task import HELD_OUT_PER_LEVEL
 
-        cap = min(held_out_size(lv) for lv in d.levels)
-        if d.eval_per_level > cap:
-            raise _err("data.eval_per_level", f"<= {cap} (the smallest level's held-out pool)", d.eval_per_level)
+        if d.eval_per_level > HELD_OUT_PER_LEVEL:
+            raise _err("data.eval_per_level", f"<= {HELD_OUT_PER_LEVEL} (a level's held-out pool; small levels such "
+                       "as 2x1 give fewer)", d.eval_per_level)
 
     positive("sampler.num_samplers", s.num_samplers)
     positive("sampler.max_new_tokens", s.max_new_tokens)

@@ -56,6 +56,7 @@ class EvalResult:
     all_wrong_n4: float = 0.0
     all_right_n4: float = 0.0
     reward_errors: int = 0
+    correct: list[int] = field(default_factory=list)  # per prompt, in the order evaluated
 
     def metrics(self, prefix: str = "eval/") -> dict[str, float]:
         out = {f"{prefix}avg@{self.k}": self.avg_at_k, f"{prefix}pass@{self.k}": self.pass_at_k,
@@ -80,6 +81,7 @@ def summarize(difficulties: Sequence[str], correct: Sequence[int], k: int, rewar
         by_difficulty={d: {"avg": sum(cs) / (k * len(cs)), "pass": sum(pass_at_k(k, c, k) for c in cs) / len(cs),
                            "prompts": float(len(cs))} for d, cs in sorted(by.items())},
         histogram=histogram(rates), all_wrong_n4=aw, all_right_n4=ar, reward_errors=reward_errors,
+        correct=list(correct),
     )
 
 

@@ -95,8 +95,8 @@ def train(cfg: AdaRayConfig, log=print) -> int:
         step = 0
         if resume_from is not None:
             step = restore(rt, resume_from, meta, log)
-        evaluate = make_evaluator(rt, cfg, eval_set, tracker)
-        if step == 0 and cfg.trainer.eval_every > 0:
+        evaluate = make_evaluator(rt, cfg, eval_set, tracker, run_dir)
+        if step == 0 and cfg.trainer.eval_every > 0 and cfg.trainer.eval_at_start:
             evaluate(0, log)
         rt.start_sampling()
         progress = Progress(cfg.trainer.total_steps, cfg.trainer.progress, start=step, log=log)
@@ -173,7 +173,8 @@ def train(cfg: AdaRayConfig, log=print) -> int:
 
 def truncate_logs(run_dir: Path, step: int) -> None:
     """A resume at `step` redoes what came after it: drop those lines from the run's logs."""
-    for name, keep in (("metrics.jsonl", lambda r: r["step"] <= step), ("trained_prompts.jsonl", lambda r: r["step"] < step)):
+    for name, keep in (("metrics.jsonl", lambda r: r["step"] <= step), ("trained_prompts.jsonl", lambda r: r["step"] < step),
+                       ("eval_per_prompt.jsonl", lambda r: r["step"] <= step)):
         p = run_dir / name
         if p.is_file():
             rows = [line for line in p.read_text().splitlines() if line.strip() and keep(json.loads(line))]
@@ -190,12 +191,18 @@ def restore(rt, path: Path, meta: dict, log) -> int:
     return step
 
 
-def make_evaluator(rt, cfg: AdaRayConfig, eval_set, tracker):
+def make_evaluator(rt, cfg: AdaRayConfig, eval_set, tracker, run_dir: Path):
+    """evaluate(step, log) -> metrics; each eval's per-prompt correct counts also go to
+    eval_per_prompt.jsonl in the run dir (what paired comparisons and difficulty buckets need)."""
+
     def evaluate(step: int, log) -> dict:
         if eval_set is None:
             return {}
         res = rt.evaluate(eval_set.prompts, cfg.trainer.eval_samples, cfg.trainer.eval_temperature, cfg.trainer.seed,
                           cfg.sampler.max_new_tokens)
+        with open(run_dir / "eval_per_prompt.jsonl", "a") as fh:
+            fh.write(json.dumps({"step": step, "k": res.k, "ids": [p.prompt_id for p in eval_set.prompts],
+                                 "difficulty": [p.difficulty for p in eval_set.prompts], "correct": res.correct}) + "\n")
         m = res.metrics()
         if step == 0:
             tracker.log_metrics(0, m)

@@ -186,4 +186,4 @@ def test_22_missing_dataset_file():
 
 def test_23_eval_split_too_large():
     with pytest.raises(ConfigError, match="data.eval_per_level"):
-        load_config(None, ["data.eval_per_level=60"])
+        load_config(None, ["data.eval_per_level=201"])

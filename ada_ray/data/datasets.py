@@ -172,7 +172,8 @@ def _embedded_records(items) -> list[Record]:
 def load_records(cfg: DataConfig) -> tuple[list[Record], Optional[list[Record]]]:
     """(train, eval) records for the config, before tokenization; eval is None when there is none."""
     if cfg.source == "embedded":
-        train, evals = embedded_task.make_splits(cfg.levels, cfg.train_per_level, cfg.eval_per_level, cfg.seed)
+        train, evals = embedded_task.make_splits(cfg.levels, cfg.train_per_level, cfg.eval_per_level, cfg.seed,
+                                                    cfg.answer_order)
         return _embedded_records(train), (_embedded_records(evals) if evals else None)
     if not cfg.train_path:
         raise DataError(f"data.train_path is required for data.source={cfg.source}")

@@ -6,6 +6,12 @@ and the answer is the integer ("86"). Everything is deterministic by seed: the t
 are disjoint (no eval expression appears in train), each prompt carries its level as difficulty
 label, and the id is a hash of the prompt text (stable across runs and epochs).
 
+Answers are written most-significant digit first ("86", as people write them) or, with
+``answer_order="lsb_first"``, least-significant digit first with the sign in front ("-29" -> "-92"):
+small transformers learn carry propagation from far fewer examples that way, because each digit
+then depends only on the digits already written (Lee et al., ICLR 2024, "Teaching arithmetic to
+small transformers").
+
 reasoning-gym seeds item i of a dataset with ``seed + i``, so datasets with nearby seeds overlap;
 every (purpose, level) gets its own seed range here.
 """
@@ -32,6 +38,19 @@ def parse_level(level: str) -> tuple[int, int]:
     return t, d
 
 
+ANSWER_ORDERS = ("msb_first", "lsb_first")
+
+
+def write_answer(answer: str, order: str = "msb_first") -> str:
+    """The integer answer as the policy must write it: "-29" -> "-29" (msb_first) or "-92" (lsb_first)."""
+    if order == "msb_first":
+        return answer
+    if order != "lsb_first":
+        raise ValueError(f"answer order {order!r}: expected one of {ANSWER_ORDERS}")
+    sign, digits = ("-", answer[1:]) if answer.startswith("-") else ("", answer)
+    return sign + digits[::-1]
+
+
 def prompt_id(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
@@ -56,7 +75,8 @@ def _compact(entry: dict) -> str:
     return entry["metadata"]["expression"].replace(" ", "") + "="
 
 
-def _level_items(level: str, seed: int, want: int, exclude: set[str], max_tries: int) -> list[TaskItem]:
+def _level_items(level: str, seed: int, want: int, exclude: set[str], max_tries: int,
+                 order: str = "msb_first") -> list[TaskItem]:
     ds = _dataset(level, seed, max_tries)
     out: list[TaskItem] = []
     seen = set(exclude)
@@ -66,7 +86,7 @@ def _level_items(level: str, seed: int, want: int, exclude: set[str], max_tries:
         if q in seen:
             continue
         seen.add(q)
-        out.append(TaskItem(prompt_id(q), q, entry["answer"], level))
+        out.append(TaskItem(prompt_id(q), q, write_answer(entry["answer"], order), level))
         if len(out) >= want:
             break
     return out
@@ -93,27 +113,25 @@ def held_out_size(level: str) -> int:
     return min(HELD_OUT_PER_LEVEL, distinct_problems(level) // 4)
 
 
-def held_out(level: str, seed: int) -> list[TaskItem]:
+def held_out(level: str, seed: int, order: str = "msb_first") -> list[TaskItem]:
     """The level's held-out pool; every eval split is a prefix of it."""
     n = held_out_size(level)
-    return _level_items(level, _level_seed(seed, level, EVAL_OFFSET), n, set(), 20 * n + 100)
+    return _level_items(level, _level_seed(seed, level, EVAL_OFFSET), n, set(), 20 * n + 100, order)
 
 
-def make_splits(levels: Sequence[str], train_per_level: int, eval_per_level: int, seed: int
-                ) -> tuple[list[TaskItem], list[TaskItem]]:
+def make_splits(levels: Sequence[str], train_per_level: int, eval_per_level: int, seed: int,
+                order: str = "msb_first") -> tuple[list[TaskItem], list[TaskItem]]:
     """Deterministic, disjoint (train, eval) lists. Train prompts never come from the held-out pool
     (of which the eval split is a prefix), whatever eval_per_level is. Small levels (2x1 has 200
-    distinct problems) give fewer prompts than asked rather than duplicates."""
+    distinct problems, so a held-out pool of 50) give fewer prompts than asked rather than duplicates,
+    for both splits."""
     train: list[TaskItem] = []
     evals: list[TaskItem] = []
     for level in levels:
-        if eval_per_level > held_out_size(level):
-            raise ValueError(f"eval_per_level {eval_per_level} exceeds level {level}'s held-out pool of "
-                             f"{held_out_size(level)}")
-        pool = held_out(level, seed)
+        pool = held_out(level, seed, order)
         ev = pool[:eval_per_level]
         tr = _level_items(level, _level_seed(seed, level, 0), train_per_level, {e.question for e in pool},
-                          20 * train_per_level + 100)
+                          20 * train_per_level + 100, order)
         evals.extend(ev)
         train.extend(tr)
     return train, evals
@@ -124,7 +142,7 @@ def score(completion: str, answer: str) -> float:
     return 1.0 if completion.strip() == answer.strip() else 0.0
 
 
-def sft_stream(levels: Sequence[str], seed: int, exclude: set[str]) -> Iterator[TaskItem]:
+def sft_stream(levels: Sequence[str], seed: int, exclude: set[str], order: str = "msb_first") -> Iterator[TaskItem]:
     """An endless stream of training examples, levels drawn round-robin in a seeded order,
     skipping the excluded (eval) prompts."""
     import random
@@ -142,6 +160,6 @@ def sft_stream(levels: Sequence[str], seed: int, exclude: set[str]) -> Iterator[
                 e = ds[j]
                 q = _compact(e)
                 if q not in exclude:
-                    buffers[lv].append(TaskItem(prompt_id(q), q, e["answer"], lv))
+                    buffers[lv].append(TaskItem(prompt_id(q), q, write_answer(e["answer"], order), lv))
             buffers[lv].reverse()
         yield buffers[lv].pop()

@@ -1,5 +1,9 @@
 """Supervised warm-start of the embedded policy, and its cache.
 
+The default recipe's result ships with the package (``shipped_policy.py``), so every machine
+starts from the same weights; this module builds any other recipe (or the shipped one again, with
+``ada-ray warmstart --rebuild`` / ``--ship``).
+
 Trains the tiny Qwen2 on the embedded task (loss on answer + <eos> only; AdamW, linear warm-up,
 cosine decay, grad clip) for a fixed number of steps, so that per-prompt pass rates at T = 1 spread
 from ~0 (hard levels) to ~1 (easy ones). The result is saved with ``save_pretrained`` under the
@@ -33,12 +37,14 @@ def cache_root(cfg: AdaRayConfig) -> Path:
     return Path(root).expanduser().resolve()
 
 
+def recipe(cfg: AdaRayConfig) -> dict:
+    """Everything that determines the embedded policy (its cache key is a hash of this)."""
+    return {"v": BUILD_VERSION, "shape": asdict(cfg.model.embedded), "warm": asdict(cfg.model.warmstart),
+            "seed": cfg.data.seed, **({"order": cfg.data.answer_order} if cfg.data.answer_order != "msb_first" else {})}
+
+
 def embedded_key(cfg: AdaRayConfig) -> str:
-    blob = json.dumps({
-        "v": BUILD_VERSION, "shape": asdict(cfg.model.embedded), "warm": asdict(cfg.model.warmstart),
-        "seed": cfg.data.seed,
-    }, sort_keys=True)
-    return hashlib.sha1(blob.encode()).hexdigest()[:12]
+    return hashlib.sha1(json.dumps(recipe(cfg), sort_keys=True).encode()).hexdigest()[:12]
 
 
 def embedded_path(cfg: AdaRayConfig) -> Path:
@@ -88,10 +94,11 @@ def train_warmstart(cfg: AdaRayConfig, out: Path, log: Optional[Callable[[str], 
     model.train()
     vocab = tok.get_vocab()
     held = {e.question for lv in w.levels for e in embedded_task.held_out(lv, cfg.data.seed)}
-    stream = embedded_task.sft_stream(list(w.levels), w.seed, held)
+    stream = embedded_task.sft_stream(list(w.levels), w.seed, held, cfg.data.answer_order)
     opt = torch.optim.AdamW(model.parameters(), lr=w.lr, betas=(0.9, 0.98), weight_decay=w.weight_decay)
     losses: list[float] = []
-    for step in range(w.steps):
+    stop = w.steps if w.stop_at_step is None else min(w.steps, w.stop_at_step)
+    for step in range(stop):
         for g in opt.param_groups:
             g["lr"] = _lr_at(step, cfg.model)
         ids, lab, att = _batch([next(stream) for _ in range(w.batch_size)], vocab)
@@ -101,19 +108,27 @@ def train_warmstart(cfg: AdaRayConfig, out: Path, log: Optional[Callable[[str], 
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         losses.append(float(out_.loss.detach()))
-        if (step + 1) % 100 == 0 or step == w.steps - 1:
+        if (step + 1) % 100 == 0 or step == stop - 1:
             recent = sum(losses[-100:]) / len(losses[-100:])
-            log(f"warm-start step {step + 1}/{w.steps} loss {recent:.3f} ({time.time() - t0:.0f}s)")
+            log(f"warm-start step {step + 1}/{stop} loss {recent:.3f} ({time.time() - t0:.0f}s)")
     model.eval()
     save_policy(model, tok, out)
-    report = {"steps": w.steps, "seconds": round(time.time() - t0, 1), "final_loss": sum(losses[-100:]) / len(losses[-100:]),
+    report = {"steps": stop, "seconds": round(time.time() - t0, 1), "final_loss": sum(losses[-100:]) / len(losses[-100:]),
               "params": sum(p.numel() for p in model.parameters()), "key": embedded_key(cfg)}
     (out / "warmstart.json").write_text(json.dumps(report, indent=2))
     return report
 
 
-def ensure_embedded_policy(cfg: AdaRayConfig, log: Optional[Callable[[str], None]] = None) -> Path:
-    """The cached embedded policy folder, building it first if needed (atomic, locked)."""
+def ensure_embedded_policy(cfg: AdaRayConfig, log: Optional[Callable[[str], None]] = None,
+                           use_shipped: bool = True) -> Path:
+    """The embedded policy folder: the shipped one when the config asks for its recipe, else the
+    cached build, building it first if needed (atomic, locked)."""
+    if use_shipped:
+        from ada_ray.data.shipped_policy import shipped_for
+
+        shipped = shipped_for(embedded_key(cfg))
+        if shipped is not None:
+            return shipped
     final = embedded_path(cfg)
     if (final / "warmstart.json").is_file():
         return final

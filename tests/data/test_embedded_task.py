@@ -58,6 +58,26 @@ def test_eval_split_independent_of_level_list_and_held_out_from_train():
     tr, _ = et.make_splits(["3x1"], 500, 5, seed=0)
     held = {e.question for e in et.held_out("3x1", 0)}
     assert not held & {t.question for t in tr}  # never trained on, whatever eval_per_level is
-    with pytest.raises(ValueError):
-        et.make_splits(["2x1"], 10, 51, seed=0)
     assert et.distinct_problems("2x1") == 200 and et.held_out_size("2x1") == 50
+    _, ev = et.make_splits(["2x1", "3x1"], 10, 120, seed=0)  # a small level gives its whole pool
+    assert sum(e.difficulty == "2x1" for e in ev) == 50 and sum(e.difficulty == "3x1" for e in ev) == 120
+
+
+def test_write_answer_orders():
+    assert et.write_answer("86") == "86"
+    assert et.write_answer("86", "lsb_first") == "68"
+    assert et.write_answer("-29", "lsb_first") == "-92"
+    assert et.write_answer("100", "lsb_first") == "001"
+    assert et.write_answer("7", "lsb_first") == "7"
+    with pytest.raises(ValueError, match="answer order"):
+        et.write_answer("1", "backwards")
+
+
+def test_lsb_splits_are_the_msb_splits_with_reversed_answers():
+    tr_m, ev_m = et.make_splits(["3x2"], 30, 10, seed=0)
+    tr_l, ev_l = et.make_splits(["3x2"], 30, 10, seed=0, order="lsb_first")
+    assert [t.question for t in tr_m] == [t.question for t in tr_l]
+    assert [et.write_answer(t.answer, "lsb_first") for t in tr_m + ev_m] == [t.answer for t in tr_l + ev_l]
+    item = next(et.sft_stream(["2x2"], 0, set(), "lsb_first"))
+    a, b = item.question[:-1].replace("-", "+-").split("+")[:2]
+    assert et.write_answer(str(int(a) + int(b)), "lsb_first") == item.answer

@@ -98,3 +98,26 @@ def test_bench_sampler_refuses_a_gpu_the_cluster_lacks(ray_cluster, tmp_path, ca
 
     assert main(["bench", "sampler", f"out={tmp_path}", "smoke=true", "sampler.num_gpus=1"]) == 2
     assert "asks for 1 GPU(s) (sampler.num_gpus) but the cluster has 0" in capsys.readouterr().err
+
+
+def test_bench_paper_smoke(ray_cluster, tmp_path):
+    from ada_ray.bench import paper
+
+    d = paper.run(out_dir=tmp_path, smoke=True)
+    t = json.loads((tmp_path / "paper_table.json").read_text())
+    assert set(t["methods"]) == {"grpo_n4", "ada_seq_balance"} and t["steps"] == d["steps"] == 4
+    assert 0 <= t["base"]["avg16"] <= 1 and t["base"]["prompts"] == 4 * 8
+    assert sum(b["prompts"] for b in t["base"]["buckets"].values()) == t["base"]["prompts"]
+    for name, m in t["methods"].items():
+        assert len(m["avg16"]) == len(m["pass16"]) == len(m["samples"]) == 1
+        assert all(0 <= a <= p <= 1 for a, p in zip(m["avg16"], m["pass16"]))
+        assert m["samples"][0] > 0
+    for curves in d["curves"].values():
+        for c in curves:
+            assert [p["step"] for p in c] == [0, 2, 4]  # the shared base point, then every eval_every steps
+            assert c[0]["avg"] == t["base"]["avg16"]
+    bal = t["methods"]["ada_seq_balance"]
+    assert bal["samples"][0] > t["methods"]["grpo_n4"]["samples"][0]  # adaptive rounds draw more per prompt
+    assert math.isclose(bal["diff_to_grpo_n4"]["mean"], bal["avg16"][0] - t["methods"]["grpo_n4"]["avg16"][0])
+    assert (tmp_path / "paper_eval.png").read_bytes()[:4] == b"\x89PNG"
+    assert "ada_seq_balance" in paper.format_table(d)
