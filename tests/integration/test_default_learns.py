@@ -1,12 +1,11 @@
 """The main job learns: `conf/default.yaml` as the README runs it (the embedded chain-sum task,
-the warm-started tiny policy, Reinforce-Ada-Seq-balance, async, 1 sampler + 1 learner) raises
-held-out eval accuracy over the warm-start policy by a clear margin.
+the shipped half-trained base policy, Reinforce-Ada-Seq-balance, async, 1 sampler + 1 learner) raises
+held-out eval accuracy over the base policy by a clear margin.
 
-Measured on this machine (BENCHMARKS.md, "Learning on the tiny policy"): +0.075, +0.072 and +0.067
-avg@16 after 300 steps for seeds 0, 1, 2, every eval point of the second half at least +0.03 above
-the warm-start; eval noise is about +-0.01 per point (200 prompts x 16 samples). The margin asked
-here is under half the smallest gain seen. This is the slowest test of the suite (the whole main
-job, ~7 minutes on 2 cores)."""
+Measured (BENCHMARKS.md, "A regime where RL has headroom"): 0.157 -> 0.252 avg@16 after 300 steps
+(seed 0), every eval point above the base from step 50 on; eval noise is about +-0.015 per point
+(200 prompts x 16 samples). The margin asked here is about half the gain seen. This is the slowest
+test of the suite (the whole main job, ~5 minutes on 2 cores)."""
 
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ from ada_ray.trainer import train
 
 pytestmark = pytest.mark.slow
 
-MARGIN = 0.03  # avg@16 over the warm-start, final eval vs step 0 (same prompts, same eval seeds)
+MARGIN = 0.05  # avg@16 over the base policy, final eval vs step 0 (same prompts, same eval seeds)
 
 
 def test_default_config_beats_the_warm_start(ray_cluster, tmp_path):
