@@ -533,6 +533,9 @@ def validate(cfg: AdaRayConfig) -> None:
     positive("data.reward_timeout_s", d.reward_timeout_s)
     if d.source != "embedded" and not d.train_path:
         raise _err("data.train_path", f"a path for data.source={d.source}", d.train_path)
+    if d.source == "embedded" and (d.train_path or d.eval_path):
+        raise ConfigError(f"config: data.{'train' if d.train_path else 'eval'}_path is set, but data.source = embedded "
+                          "(the built-in task) ignores it; set data.source=jsonl, parquet or hf_disk")
     from ada_ray.data.embedded_task import parse_level  # local import: data imports config
 
     for lv in cfg.model.warmstart.levels:

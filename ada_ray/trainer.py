@@ -60,7 +60,7 @@ def train(cfg: AdaRayConfig, log=print) -> int:
     from transformers import AutoTokenizer
 
     from ada_ray import cluster as cl
-    from ada_ray.data.datasets import load_splits
+    from ada_ray.data.datasets import check_batch, load_splits
     from ada_ray.data.warmstart import resolve_model_path
     from ada_ray.progress import Progress
     from ada_ray.runtime import Runtime
@@ -72,13 +72,14 @@ def train(cfg: AdaRayConfig, log=print) -> int:
     if resume_from is not None:
         meta = ckpt.load_meta(resume_from)
         ckpt.check_compatible(meta["config"], cfg, resume_from)
+    model_path = resolve_model_path(cfg, log)
+    tok = AutoTokenizer.from_pretrained(model_path)
+    train_set, eval_set = load_splits(cfg.data, tok)
+    check_batch(train_set, cfg.trainer.batch_prompts)  # before anything is written or started
     run_dir.mkdir(parents=True, exist_ok=True)
     if resume_from is not None:
         truncate_logs(run_dir, int(meta["step"]))
     (run_dir / "config.yaml").write_text(to_yaml(cfg))
-    model_path = resolve_model_path(cfg, log)
-    tok = AutoTokenizer.from_pretrained(model_path)
-    train_set, eval_set = load_splits(cfg.data, tok)
     log(f"run dir {run_dir}\nmodel {model_path}\n{len(train_set.prompts)} train prompts"
         + (f", {len(eval_set.prompts)} eval prompts" if eval_set else "")
         + (f" ({train_set.dropped_too_long} dropped as longer than data.max_prompt_tokens)"

@@ -107,6 +107,9 @@ class WorkScheduler:
         self.prompts = {p.prompt_id: p for p in prompts}
         if len(self.prompts) != len(prompts):
             raise ValueError("duplicate prompt ids in the training set")
+        if batch_prompts > len(self.prompts):
+            raise ValueError(f"batch_prompts = {batch_prompts} is more than the {len(self.prompts)} prompts in the "
+                             "training set: a cohort never holds a prompt twice")
         self.algo = algo
         self.strategy: Strategy = make_strategy(algo)
         self.batch_prompts = batch_prompts
@@ -157,6 +160,8 @@ class WorkScheduler:
         """The next prompt for cohort `co`. A cohort never holds a prompt twice: across an epoch
         boundary the same prompt can come up again; it is deferred to the next cohort."""
         taken = set(co.admitted)
+        if len(taken) >= len(self.prompts):
+            return None  # the cohort holds every prompt: the loop below would defer forever
         for i, pid in enumerate(self.deferred):
             if pid not in taken:
                 del self.deferred[i]

@@ -278,3 +278,24 @@ def test_many_epochs_random_sizes():
             c += 1
         assert len(seen) == 5 * n
         s.check_accounting()
+
+
+@pytest.mark.timeout(10)
+def test_fewer_prompts_than_the_batch_is_refused_not_looped_on():
+    # one prompt, cohorts of 2: drawing a second distinct prompt used to defer forever
+    with pytest.raises(ValueError, match="batch_prompts = 2 is more than the 1 prompts"):
+        make("grpo", n_prompts=1, B=2)
+
+
+@pytest.mark.timeout(10)
+def test_dapo_replacement_when_the_cohort_holds_every_prompt_is_bounded():
+    # B = N: no prompt is left to replace a zero-signal group (epochs unbounded: the draw used to loop forever)
+    s = make("dapo", n_prompts=2, B=2, dapo_max_draws_factor=3.0)
+    for it in s.lease("s0", 2, 0.0):
+        s.report("s0", it.item_id, samples_for(it, [0, 0, 0, 0]))
+    res = s.take_cohort(0)
+    assert len(res.groups) == 2 and res.dropped == [] and res.dapo_cap_hit and res.draws == 2
+    assert len(s.deferred) == 0
+    s.set_version(1)  # the next cohort still draws both prompts
+    assert sorted(it.prompt_id for it in s.lease("s0", 10, 0.0)) == ["p0", "p1"]
+    s.check_accounting()
