@@ -128,7 +128,7 @@ def summarize(runs: dict[str, list[dict]], base: dict, steps: int, batch: int) -
     return table
 
 
-def run(steps: int = 120, batch: int = 32, seeds: int = 3, eval_every: int = 20, out_dir: Path = Path("results"),
+def run(steps: int = 100, batch: int = 32, seeds: int = 3, eval_every: int = 25, out_dir: Path = Path("results"),
         smoke: bool = False, overrides: list[str] | None = None, methods: str | None = None) -> dict:
     from ada_ray.trainer import train
 
