@@ -17,16 +17,10 @@ import statistics
 from pathlib import Path
 
 from ada_ray.bench.common import write_result
+from ada_ray.bench.paper import METHODS as PAPER_METHODS
 from ada_ray.config import load_config
 
-METHODS = [
-    ("grpo_n4", "grpo", {"algo.n": 4}),
-    ("grpo_n8", "grpo", {"algo.n": 8}),
-    ("dapo", "dapo", {}),
-    ("ada_seq_pos", "ada_seq_pos", {}),
-    ("ada_seq_balance", "ada_seq_balance", {}),
-    ("ada_est", "ada_est", {}),
-]
+METHODS = [m for m in PAPER_METHODS if m[0] != "grpo_n16"]  # the paper bench's rows, less grpo n=16
 
 
 def _rows(path: Path) -> list[dict]:
