@@ -98,8 +98,10 @@ def cmd_warmstart(cfg, args) -> int:
 
         with tempfile.TemporaryDirectory() as tmp:
             report = train_warmstart(cfg, Path(tmp) / "policy", print)
+            from ada_ray.bench.common import machine
+
             path = shipped_policy.write_shipped(Path(tmp) / "policy", embedded_key(cfg), recipe(cfg),
-                                                {**report, **_machine_line()})
+                                                {**report, **machine()})
         print(f"shipped policy rewritten: {path} (key {embedded_key(cfg)})")
     else:
         path = ensure_embedded_policy(cfg, print, use_shipped=not args.rebuild)
@@ -108,21 +110,13 @@ def cmd_warmstart(cfg, args) -> int:
     print(f"embedded policy ({origin}): {path}\n  built in {report['seconds']} s ({report['steps']} steps, "
           f"{report['params']:,} parameters, final loss {report['final_loss']:.3f}); this call {time.time() - t0:.1f} s")
     if args.report_k > 0:
-        if Path(path) != shipped_policy.SHIPPED_DIR:
-            cfg.model.path = str(path)
+        cfg.model.path = str(path)  # report on exactly the folder named above (shipped or built)
         _, engine, prompts, scorer = _engine_and_prompts(cfg, args.split)
         res = evaluate_engine(engine, prompts, args.report_k, cfg.sampler.temperature, cfg.trainer.seed, scorer)
         print(f"pass rates on the {args.split} split at n={args.report_k}, T={cfg.sampler.temperature}:")
         print(format_result(res))
         scorer.close()
     return 0
-
-
-def _machine_line() -> dict:
-    import platform
-
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "")
-    return {"cpu": cpu, "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
 
 
 def cmd_eval(cfg, args) -> int:

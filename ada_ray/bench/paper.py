@@ -52,19 +52,13 @@ def bucket_of(rate: float) -> str:
 def read_run(run_dir: Path) -> dict:
     """One run's eval curve (step, cumulative generated samples, avg@k, pass@k), its final per-prompt
     counts, and its totals, from metrics.jsonl and eval_per_prompt.jsonl."""
-    from ada_ray.evaluate import pass_at_k
-
     rows = _rows(run_dir / "metrics.jsonl")
     samples_at: dict[int, float] = {0: 0.0}
     for r in rows:
         if "train/samples_generated_total" in r:
             samples_at[r["step"]] = r["train/samples_generated_total"]
-    curve = []
-    for e in _rows(run_dir / "eval_per_prompt.jsonl"):
-        k, c = e["k"], e["correct"]
-        curve.append({"step": e["step"], "samples": samples_at.get(e["step"], float("nan")),
-                      "avg": sum(c) / (k * len(c)), "pass": sum(pass_at_k(k, x, k) for x in c) / len(c)})
     evals = _rows(run_dir / "eval_per_prompt.jsonl")
+    curve = [{"step": e["step"], "samples": samples_at.get(e["step"], float("nan")), **_point(e)} for e in evals]
     train_rows = [r for r in rows if "train/zero_signal_share" in r]
     return {
         "curve": curve, "final": evals[-1] if evals else None, "first": evals[0] if evals else None,
@@ -180,6 +174,7 @@ def run(steps: int = 100, batch: int = 32, seeds: int = 3, eval_every: int = 25,
 
 
 def _point(e: dict) -> dict:
+    """avg@k and pass@k of one eval_per_prompt.jsonl record."""
     from ada_ray.evaluate import pass_at_k
 
     k, c = e["k"], e["correct"]

@@ -45,3 +45,18 @@ def test_write_shipped_records_every_file(tmp_path):
     m = sp.verify(out)
     assert m["key"] == "k1" and set(m["sha256"]) == {"a.json", "w.safetensors"}
     assert m["sha256"]["w.safetensors"] == sp.sha256(built / "w.safetensors")
+
+
+def test_stop_at_step_ends_the_sft_early_on_the_same_schedule(tmp_path):
+    import json
+
+    from ada_ray.data.warmstart import _lr_at, train_warmstart
+
+    cfg = load_config(None, ["model.warmstart.steps=40", "model.warmstart.stop_at_step=3", "model.warmstart.batch_size=4",
+                             "model.warmstart.warmup_steps=2", "model.embedded.hidden_size=16",
+                             "model.embedded.intermediate_size=32", "model.embedded.num_heads=2",
+                             "model.embedded.num_kv_heads=1", "model.embedded.num_layers=1"])
+    report = train_warmstart(cfg, tmp_path / "p")
+    assert report["steps"] == 3 and json.loads((tmp_path / "p" / "warmstart.json").read_text())["steps"] == 3
+    # the lr still follows the 40-step schedule: step 2 is already past warm-up, far from the cosine's end
+    assert _lr_at(2, cfg.model) > 0.9 * cfg.model.warmstart.lr

@@ -116,6 +116,9 @@ def test_bench_paper_smoke(ray_cluster, tmp_path):
         for c in curves:
             assert [p["step"] for p in c] == [0, 2, 4]  # the shared base point, then every eval_every steps
             assert c[0]["avg"] == t["base"]["avg16"]
+    logged = {n: [json.loads(x)["step"] for x in (tmp_path / "paper_runs" / f"{n}_s0" / "eval_per_prompt.jsonl")
+                  .read_text().splitlines()] for n in t["methods"]}
+    assert logged == {"grpo_n4": [0, 2, 4], "ada_seq_balance": [2, 4]}  # trainer.eval_at_start=false after the first run
     bal = t["methods"]["ada_seq_balance"]
     assert bal["samples"][0] > t["methods"]["grpo_n4"]["samples"][0]  # adaptive rounds draw more per prompt
     assert math.isclose(bal["diff_to_grpo_n4"]["mean"], bal["avg16"][0] - t["methods"]["grpo_n4"]["avg16"][0])
