@@ -9,7 +9,7 @@ are dotted overrides (algo.n=8). Commands:
   show-config  print the resolved config
   prepare-data the paper's data preparation: k samples per training prompt from model.path, keep the
                prompts in a pass-rate band (prepare.*), write them with their pass rates (resumable)
-  bench        ada-ray bench {sync,system,queue,sampler,algo,soak,paper} [param=value ...] (see BENCHMARKS.md)
+  bench        ada-ray bench {sync,system,queue,sampler,algo,soak,paper,gpu} [param=value ...] (see BENCHMARKS.md)
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Optional
 
 from ada_ray.config import ConfigError, load_config, to_yaml
+from ada_ray.errors import AdaRayError
 
 
 def _split_args(rest: list[str]) -> tuple[str, list[str]]:
@@ -51,8 +52,10 @@ def checkpoint_config(path: Path) -> tuple[str, Optional[dict]]:
 
             return str(path), OmegaConf.to_container(OmegaConf.load(run_cfg))
         return str(path), None
-    raise FileNotFoundError(f"{path} is neither a training checkpoint (hf/ + trainer.json) nor a transformers "
-                            "checkpoint folder (config.json)")
+    from ada_ray.data.model_check import ModelError
+
+    raise ModelError(f"{path} is neither a training checkpoint (hf/ + trainer.json) nor a transformers "
+                     "checkpoint folder (config.json)")
 
 
 def cmd_show_config(cfg, args) -> int:
@@ -171,7 +174,7 @@ def cmd_bench(argv: list[str]) -> int:
     import importlib
 
     names = {"sync": "weight_sync", "system": "system", "queue": "queue", "sampler": "sampler", "algo": "algos",
-             "soak": "soak", "paper": "paper"}
+             "soak": "soak", "paper": "paper", "gpu": "gpu"}
     if not argv or argv[0] not in names:
         print(f"ada-ray bench: expected one of {', '.join(names)}", file=sys.stderr)
         return 2
@@ -209,13 +212,11 @@ COMMANDS = {"train": cmd_train, "warmstart": cmd_warmstart, "eval": cmd_eval, "s
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "bench":
-        from ada_ray.cluster import ResourceError
-
         try:
             return cmd_bench(argv[1:])
-        except (ConfigError, ResourceError) as exc:
+        except AdaRayError as exc:
             print(f"ada-ray bench: {exc}", file=sys.stderr)
-            return 2
+            return exc.exit_code
     parser = argparse.ArgumentParser(prog="ada-ray", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=sorted(COMMANDS) + ["bench"])
@@ -241,20 +242,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             cfg = load_config(config, overrides)
         return COMMANDS[args.command](cfg, args)
-    except ConfigError as exc:
+    except AdaRayError as exc:  # a mistake or failure its message explains; anything else is a bug
         print(f"ada-ray: {exc}", file=sys.stderr)
-        return 2
-    except (FileNotFoundError, ValueError) as exc:  # DataError, ModelError and friends
-        print(f"ada-ray: {exc}", file=sys.stderr)
-        return 2
-    except RuntimeError as exc:
-        from ada_ray.cluster import ResourceError
-        from ada_ray.trainer import TrainingError
-
-        if isinstance(exc, (ResourceError, TrainingError)):
-            print(f"ada-ray: {exc}", file=sys.stderr)
-            return 1
-        raise
+        return exc.exit_code
 
 
 if __name__ == "__main__":

@@ -14,13 +14,14 @@ from ray.util.placement_group import PlacementGroup, placement_group, remove_pla
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from ada_ray.config import AdaRayConfig, ConfigError
+from ada_ray.errors import AdaRayError
 
 # environment every actor gets on CPU machines (vLLM in-process engine, offline hub)
 BASE_ENV = {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "RAY_DEDUP_LOGS": "1",
             "PYTHONWARNINGS": "ignore::FutureWarning,ignore::UserWarning"}
 
 
-class ResourceError(RuntimeError):
+class ResourceError(AdaRayError, RuntimeError):
     pass
 
 

@@ -18,11 +18,13 @@ from typing import Any, Optional
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
+from ada_ray.errors import InputError
+
 ALGORITHMS = ("grpo", "dapo", "ada_seq_pos", "ada_seq_balance", "ada_est")
 ADA_SEQ = ("ada_seq_pos", "ada_seq_balance")
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError, ValueError):
     """A configuration mistake; the message names the file or key and what was expected."""
 
 

@@ -19,10 +19,11 @@ from ada_ray.actors.prompt_queue import PromptQueue
 from ada_ray.actors.sampler import Sampler
 from ada_ray.batching import learner_shares
 from ada_ray.config import AdaRayConfig, to_dict
+from ada_ray.errors import AdaRayError
 from ada_ray.sync.process_group import bus_backend
 
 
-class RuntimeFailure(RuntimeError):
+class RuntimeFailure(AdaRayError, RuntimeError):
     pass
 
 

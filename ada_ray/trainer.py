@@ -22,10 +22,11 @@ from typing import Optional
 
 from ada_ray import checkpoint as ckpt
 from ada_ray.config import AdaRayConfig, flatten, to_yaml
+from ada_ray.errors import AdaRayError
 from ada_ray.step_metrics import cohort_metrics
 
 
-class TrainingError(RuntimeError):
+class TrainingError(AdaRayError, RuntimeError):
     pass
 
 

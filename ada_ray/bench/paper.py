@@ -24,7 +24,7 @@ import statistics
 from pathlib import Path
 
 from ada_ray.bench.common import write_result
-from ada_ray.config import load_config
+from ada_ray.config import ConfigError, load_config
 
 METHODS = [
     ("grpo_n4", "grpo", {"algo.n": 4}),
@@ -131,7 +131,7 @@ def run(steps: int = 100, batch: int = 32, seeds: int = 3, eval_every: int = 25,
         names = methods.split(",")
         unknown = [n for n in names if n not in dict((m[0], m) for m in METHODS)]
         if unknown:
-            raise ValueError(f"bench paper: unknown methods {unknown}; choose from {[m[0] for m in METHODS]}")
+            raise ConfigError(f"bench paper: unknown methods {unknown}; choose from {[m[0] for m in METHODS]}")
         chosen = [m for m in METHODS if m[0] in names]
     if smoke:
         steps, seeds, eval_every = 4, 1, 2

@@ -25,9 +25,10 @@ from typing import Any, Iterable, Optional
 from ada_ray.algo.types import Prompt
 from ada_ray.config import DataConfig
 from ada_ray.data import embedded_task
+from ada_ray.errors import InputError
 
 
-class DataError(ValueError):
+class DataError(InputError, ValueError):
     """A dataset problem; the message names the file, line or field."""
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ada_ray.config import AdaRayConfig, ConfigError
+from ada_ray.errors import InputError
 
 
-class ModelError(FileNotFoundError):
+class ModelError(InputError, FileNotFoundError):
     pass
 
 

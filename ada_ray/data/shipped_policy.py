@@ -18,11 +18,13 @@ import shutil
 from pathlib import Path
 from typing import Optional
 
+from ada_ray.errors import InputError
+
 SHIPPED_DIR = Path(__file__).resolve().parent / "embedded_policy"
 MANIFEST = "manifest.json"
 
 
-class ShippedPolicyError(FileNotFoundError):
+class ShippedPolicyError(InputError, FileNotFoundError):
     pass
 
 

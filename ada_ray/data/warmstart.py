@@ -27,6 +27,7 @@ from typing import Callable, Optional
 
 from ada_ray.config import AdaRayConfig
 from ada_ray.data import embedded_task
+from ada_ray.data.model_check import ModelError, check_policy_dir
 from ada_ray.data.tiny_policy import BOS_ID, EOS_ID, PAD_ID, build_model, build_tokenizer, save_policy
 
 BUILD_VERSION = 1  # bump when the recipe changes in a way the config does not capture
@@ -149,8 +150,6 @@ def ensure_embedded_policy(cfg: AdaRayConfig, log: Optional[Callable[[str], None
 def resolve_model_path(cfg: AdaRayConfig, log: Optional[Callable[[str], None]] = None) -> str:
     """model.path as a local folder: 'embedded' builds/caches the tiny policy; a folder must exist
     and hold a config.json; anything else is passed on as a hub name (clusters only)."""
-    from ada_ray.data.model_check import check_policy_dir
-
     if cfg.model.path == "embedded":
         path = str(ensure_embedded_policy(cfg, log))
         check_policy_dir(path, cfg)
@@ -158,11 +157,11 @@ def resolve_model_path(cfg: AdaRayConfig, log: Optional[Callable[[str], None]] =
     p = Path(cfg.model.path).expanduser()
     if p.exists():
         if not (p / "config.json").is_file():
-            raise FileNotFoundError(f"model.path {p} exists but has no config.json: not a transformers checkpoint")
+            raise ModelError(f"model.path {p} exists but has no config.json: not a transformers checkpoint")
         check_policy_dir(str(p), cfg)
         return str(p.resolve())
     looks_like_path = cfg.model.path.startswith((".", "/", "~")) or cfg.model.path.count("/") != 1
     if looks_like_path or os.environ.get("HF_HUB_OFFLINE") == "1":
-        raise FileNotFoundError(f"model.path {cfg.model.path!r} does not exist (expected a local folder with "
+        raise ModelError(f"model.path {cfg.model.path!r} does not exist (expected a local folder with "
                                 "config.json, 'embedded', or a hub name such as Qwen/Qwen2.5-Math-1.5B)")
     return cfg.model.path

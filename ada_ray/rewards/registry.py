@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 from typing import Callable
 
+from ada_ray.config import ConfigError
+
 from ada_ray.rewards.exact import exact_match
 from ada_ray.rewards.math_verify_reward import math_reward
 
@@ -17,13 +19,13 @@ def load_reward(spec: str) -> RewardFn:
     if spec in BUILTIN:
         return BUILTIN[spec]
     if ":" not in spec:
-        raise ValueError(f"data.reward {spec!r}: expected 'exact', 'math' or 'package.module:function'")
+        raise ConfigError(f"data.reward {spec!r}: expected 'exact', 'math' or 'package.module:function'")
     module_name, _, attr = spec.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ValueError(f"data.reward {spec!r}: cannot import module {module_name!r} ({exc})") from None
+        raise ConfigError(f"data.reward {spec!r}: cannot import module {module_name!r} ({exc})") from None
     fn = getattr(module, attr, None)
     if not callable(fn):
-        raise ValueError(f"data.reward {spec!r}: module {module_name!r} has no function {attr!r}")
+        raise ConfigError(f"data.reward {spec!r}: module {module_name!r} has no function {attr!r}")
     return fn
