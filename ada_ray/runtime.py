@@ -7,8 +7,10 @@ collect stats, shut down. Every blocking call has a timeout and a clear error.
 
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional
 
 import ray
@@ -235,6 +237,20 @@ class Runtime:
 
     # -- checkpoints ------------------------------------------------------------------------------
 
+    def check_shared_dir(self, run_dir: Path) -> None:
+        """Every learner writes a probe into the run dir and the driver reads it back; refuse to start
+        when the driver cannot see what a learner wrote (the run dir is not on a disk they share)."""
+        probe = Path(run_dir) / ".write_probe"
+        shutil.rmtree(probe, ignore_errors=True)
+        nodes = _get([lrn.write_probe.remote(str(probe)) for lrn in self.learners], 120, "learner write probe")
+        unseen = unseen_probes(probe, nodes)
+        shutil.rmtree(probe, ignore_errors=True)
+        if unseen:
+            where = ", ".join(f"learner {rank} on node {node}" for rank, node in unseen)
+            raise cl.ResourceError(f"trainer.output_dir: {run_dir} is not shared: the driver (node "
+                                   f"{ray.util.get_node_ip_address()}) cannot read what {where} wrote there; "
+                                   "give a folder every node mounts (NFS, a mounted bucket)")
+
     def save_learners(self, directory: str, tag: str, hf_dir: str, tokenizer_from: str) -> None:
         """Every rank saves its DeepSpeed state and takes part in gathering (ZeRO-3); rank 0 writes HF."""
         _get([lrn.save_checkpoint.remote(directory, tag, hf_dir, tokenizer_from) for lrn in self.learners], 1800,
@@ -279,6 +295,16 @@ class Runtime:
                 except Exception:  # noqa: BLE001
                     pass
         return accounting
+
+
+def unseen_probes(probe: Path, nodes: list[str]) -> list[tuple[int, str]]:
+    """(rank, node) of each learner whose probe file the driver cannot read back as written."""
+    out = []
+    for rank, node in enumerate(nodes):
+        f = probe / f"learner_{rank}"
+        if not f.is_file() or f.read_text() != node:
+            out.append((rank, node))
+    return out
 
 
 def _get(refs, timeout_s: float, what: str):

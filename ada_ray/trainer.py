@@ -16,6 +16,7 @@ implementation does.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Optional
@@ -23,6 +24,7 @@ from typing import Optional
 from ada_ray import checkpoint as ckpt
 from ada_ray.config import AdaRayConfig, flatten, to_yaml
 from ada_ray.errors import AdaRayError
+from ada_ray.output_paths import resolve_output_dir
 from ada_ray.step_metrics import cohort_metrics
 
 
@@ -32,7 +34,10 @@ class TrainingError(AdaRayError, RuntimeError):
 
 def run_dir_for(cfg: AdaRayConfig) -> Path:
     name = cfg.trainer.run_name or time.strftime(f"%Y%m%d-%H%M%S-{cfg.algo.name}")
-    return Path(cfg.trainer.output_dir).expanduser().resolve() / name
+    base, note = resolve_output_dir(cfg.trainer.output_dir)
+    if note:
+        print(f"ada-ray: {note}", file=sys.stderr)
+    return base / name
 
 
 class StepTimer:
@@ -94,6 +99,7 @@ def train(cfg: AdaRayConfig, log=print) -> int:
     status = "FAILED"
     try:
         rt = Runtime.build(cfg, cluster, model_path, train_set.prompts, log=log)
+        rt.check_shared_dir(run_dir)
         step = 0
         if resume_from is not None:
             step = restore(rt, resume_from, meta, log)

@@ -27,6 +27,17 @@ class Learner:
         self.busy_s = 0.0
         self.nonfinite_streak = 0
 
+    def write_probe(self, directory: str) -> str:
+        """Write `<directory>/learner_<rank>` holding this actor's node address, and return the address.
+        The driver reads it back: a learner whose files the driver cannot see would split every
+        checkpoint across machines."""
+        from pathlib import Path
+
+        node = ray.util.get_node_ip_address()
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        (Path(directory) / f"learner_{self.rank}").write_text(node)
+        return node
+
     def address(self, local_only: bool) -> tuple[str, int]:
         """(host, free port) for the default group's store, on this actor's node."""
         import socket

@@ -22,6 +22,7 @@ from typing import Callable, Optional
 
 from ada_ray.config import AdaRayConfig
 from ada_ray.data.datasets import DataError, Record, load_records, render_prompt
+from ada_ray.output_paths import resolve_output_dir
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class Band:
 def output_path(cfg: AdaRayConfig) -> Path:
     if cfg.prepare.output:
         return Path(cfg.prepare.output).expanduser()
-    return Path(cfg.trainer.output_dir).expanduser() / "prepared" / "train.jsonl"
+    return resolve_output_dir(cfg.trainer.output_dir)[0] / "prepared" / "train.jsonl"
 
 
 def scores_path(out: Path) -> Path:

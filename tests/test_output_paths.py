@@ -1,0 +1,37 @@
+"""ada_ray/output_paths.py: a relative trainer.output_dir never lands in a Ray job's temporary package."""
+
+from pathlib import Path
+
+from ada_ray.output_paths import resolve_output_dir
+
+JOB_PKG = Path("/tmp/ray/session_2026/runtime_resources/working_dir_files/_ray_pkg_0123abcd")
+
+
+def test_relative_path_under_the_current_dir(tmp_path):
+    assert resolve_output_dir("runs", cwd=tmp_path, env={}) == ((tmp_path / "runs").resolve(), None)
+
+
+def test_relative_path_inside_a_ray_job_package_goes_home():
+    path, note = resolve_output_dir("runs", cwd=JOB_PKG, env={})
+    assert path == (Path("~/ada_ray_runs").expanduser() / "runs").resolve()
+    assert "Ray job" in note and str(JOB_PKG) in note and "ADA_RAY_OUTPUT" in note
+
+
+def test_env_base_wins_for_relative_paths(tmp_path):
+    assert resolve_output_dir("runs", cwd=JOB_PKG, env={"ADA_RAY_OUTPUT": str(tmp_path)}) == \
+        ((tmp_path / "runs").resolve(), None)
+
+
+def test_absolute_and_home_paths_are_used_as_given(tmp_path):
+    assert resolve_output_dir(str(tmp_path / "x"), cwd=JOB_PKG, env={"ADA_RAY_OUTPUT": "/elsewhere"}) == \
+        ((tmp_path / "x").resolve(), None)
+    assert resolve_output_dir("~/r", cwd=JOB_PKG, env={})[0] == Path("~/r").expanduser().resolve()
+
+
+def test_probe_files_the_driver_cannot_read_are_named(tmp_path):
+    from ada_ray.runtime import unseen_probes
+
+    (tmp_path / "learner_0").write_text("10.0.0.1")
+    (tmp_path / "learner_2").write_text("10.0.0.9")  # another node's file with the same name
+    assert unseen_probes(tmp_path, ["10.0.0.1", "10.0.0.2", "10.0.0.3"]) == [(1, "10.0.0.2"), (2, "10.0.0.3")]
+    assert unseen_probes(tmp_path, ["10.0.0.1"]) == []
