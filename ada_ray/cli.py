@@ -244,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[args.command](cfg, args)
     except AdaRayError as exc:  # a mistake or failure its message explains; anything else is a bug
         print(f"ada-ray: {exc}", file=sys.stderr)
+        for note in getattr(exc, "__notes__", []):  # e.g. what else failed while shutting down
+            print(f"ada-ray: {note}", file=sys.stderr)
         return exc.exit_code
 
 

@@ -97,6 +97,7 @@ def train(cfg: AdaRayConfig, log=print) -> int:
     cluster = cl.connect(cfg)
     rt: Optional[Runtime] = None
     status = "FAILED"
+    cause: Optional[BaseException] = None
     try:
         rt = Runtime.build(cfg, cluster, model_path, train_set.prompts, log=log)
         rt.check_shared_dir(run_dir)
@@ -172,11 +173,33 @@ def train(cfg: AdaRayConfig, log=print) -> int:
         log(f"done: {step} steps; accounting {accounting}")
         status = "FINISHED"
         return 0
+    except BaseException as exc:
+        cause = exc
+        raise
     finally:
-        if rt is not None:
-            rt.shutdown()
-        tracker.close(status)
-        cluster.shutdown()
+        teardown([("runtime shutdown", lambda: rt.shutdown() if rt is not None else None),
+                  ("tracking close", lambda: tracker.close(status)), ("cluster shutdown", cluster.shutdown)], cause)
+
+
+def teardown(steps: list, cause: Optional[BaseException]) -> None:
+    """Run every (name, fn) teardown step, whatever fails. A failure never hides `cause`, the error
+    that ended the run: it is added to the cause as a note (reported after it) and the cause goes on.
+    Without a cause, the first failure is raised, with the later ones as its notes."""
+    failures = []
+    for name, fn in steps:
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 - every step runs; what failed is reported below
+            failures.append((name, exc))
+    notes = [f"while shutting down: {name} failed: {type(exc).__name__}: {exc}" for name, exc in failures]
+    if cause is not None:
+        for note in notes:
+            cause.add_note(note)
+    elif failures:
+        first = failures[0][1]
+        for note in notes[1:]:
+            first.add_note(note)
+        raise first
 
 
 def truncate_logs(run_dir: Path, step: int) -> None:
