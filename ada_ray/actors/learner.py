@@ -144,15 +144,31 @@ class Learner:
         return [(n, p.data) for n, p in self.engine.module.named_parameters()]
 
     def weight_meta(self, version: int) -> dict:
-        return self.bus.meta(self._named_params(), version)
+        from ada_ray.sync.weight_bus import TensorSpec
+
+        # ZeRO-3 partitions hold no data (shape [0]) until gathered; ds_shape is the full shape
+        specs = [TensorSpec(n, tuple(getattr(p, "ds_shape", p.shape)), str(p.dtype))
+                 for n, p in self.engine.module.named_parameters()]
+        return self.bus.meta_from_specs(specs, version)
 
     def bus_send(self, meta: dict) -> dict:
-        if self.cfg.learner.zero_stage == 3:
-            import deepspeed
+        if self.cfg.learner.zero_stage != 3:
+            return self.bus.send(self._named_params(), meta)
+        # ZeRO-3: gather one bucket at a time (a collective: every rank runs this loop), rank 0
+        # broadcasts it, and it is partitioned again on leaving the block - never the whole model at once
+        import deepspeed
 
-            with deepspeed.zero.GatheredParameters(list(self.engine.module.parameters()), modifier_rank=None):
-                return self.bus.send(self._named_params(), meta) if self.rank == 0 else {}
-        return self.bus.send(self._named_params(), meta)
+        params = dict(self.engine.module.named_parameters())
+        t0, nbytes = time.perf_counter(), 0
+        for bucket in meta["buckets"]:
+            group = [params[name] for name, _, _ in bucket]
+            with deepspeed.zero.GatheredParameters(group, modifier_rank=None):
+                if self.rank == 0:
+                    nbytes += self.bus.send_bucket({name: params[name].data for name, _, _ in bucket}, bucket,
+                                                   meta["packing"])
+        if self.rank != 0:
+            return {}
+        return {"bytes": nbytes, "seconds": time.perf_counter() - t0, "buckets": len(meta["buckets"])}
 
     def bus_close(self) -> None:
         if self.bus is not None:

@@ -136,7 +136,11 @@ class WeightBusSender(_BusMember):
         self.pg = make_group(self.store, 0, self.world_size, self.backend, self.host, self.timeout_s)
 
     def meta(self, named: Iterable[tuple[str, torch.Tensor]], version: int) -> dict:
-        specs = [TensorSpec(n, tuple(t.shape), str(t.dtype)) for n, t in named]
+        return self.meta_from_specs([TensorSpec(n, tuple(t.shape), str(t.dtype)) for n, t in named], version)
+
+    def meta_from_specs(self, specs: list[TensorSpec], version: int) -> dict:
+        """The meta for tensors known by name, shape and dtype (ZeRO-3: full shapes of partitioned
+        parameters, which hold no data until gathered)."""
         if specs != self._specs:
             self._specs = specs
             self._buckets = plan_buckets(specs, self.bucket_bytes)
@@ -150,19 +154,25 @@ class WeightBusSender(_BusMember):
             raise RuntimeError("WeightBusSender.send before connect()")
         tensors = dict(named)
         t0 = time.perf_counter()
-        nbytes = 0
-        for bucket in meta["buckets"]:
-            ts = [tensors[name].detach() for name, _, _ in bucket]
-            if self.backend == "gloo":  # gloo moves host memory: GPU tensors (colocated mode) are staged
-                ts = [t.cpu() if t.is_cuda else t for t in ts]
-            ts = [t if t.is_contiguous() else t.contiguous() for t in ts]
-            nbytes += sum(t.numel() * t.element_size() for t in ts)
-            packed, single = _split(ts, meta["packing"], lambda t: t.numel() * t.element_size())
-            flats = [torch.cat([t.reshape(-1) for t in group]) if len(group) > 1 else group[0].reshape(-1)
-                     for group in _by_dtype(packed).values()]
-            _broadcast(self.pg, flats + single)
+        nbytes = sum(self.send_bucket(tensors, bucket, meta["packing"]) for bucket in meta["buckets"])
         seconds = time.perf_counter() - t0
         return {"bytes": nbytes, "seconds": seconds, "buckets": len(meta["buckets"])}
+
+    def send_bucket(self, tensors: dict[str, torch.Tensor], bucket: list, packing: str) -> int:
+        """Broadcast one bucket of a meta (`tensors` needs only that bucket's names); returns its
+        bytes. Receivers take buckets in order, so a caller that gathers per bucket (ZeRO-3) sends
+        them one by one, in the meta's order."""
+        if self.pg is None:
+            raise RuntimeError("WeightBusSender.send_bucket before connect()")
+        ts = [tensors[name].detach() for name, _, _ in bucket]
+        if self.backend == "gloo":  # gloo moves host memory: GPU tensors (colocated mode) are staged
+            ts = [t.cpu() if t.is_cuda else t for t in ts]
+        ts = [t if t.is_contiguous() else t.contiguous() for t in ts]
+        packed, single = _split(ts, packing, lambda t: t.numel() * t.element_size())
+        flats = [torch.cat([t.reshape(-1) for t in group]) if len(group) > 1 else group[0].reshape(-1)
+                 for group in _by_dtype(packed).values()]
+        _broadcast(self.pg, flats + single)
+        return sum(t.numel() * t.element_size() for t in ts)
 
     def close(self) -> None:
         self.pg = None
