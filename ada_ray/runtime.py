@@ -19,6 +19,7 @@ from ada_ray import cluster as cl
 from ada_ray.actors.learner import Learner
 from ada_ray.actors.prompt_queue import PromptQueue
 from ada_ray.actors.sampler import Sampler
+from ada_ray.algo.types import Signal
 from ada_ray.batching import learner_shares
 from ada_ray.config import AdaRayConfig, to_dict
 from ada_ray.errors import AdaRayError
@@ -105,14 +106,15 @@ class Runtime:
         _get([sp.start_sampling.remote() for sp in self.samplers], 60, "start sampling")
 
     def wait_cohort(self, step: int, timeout_s: float, poll_s: float = 10.0):
-        """The cohort of `step` ("end" when there is none). Every `poll_s` the samplers are checked;
-        a dead one is replaced (its work goes out again) and the wait goes on."""
+        """The cohort of `step` (Signal.END when there is none, Signal.TIMEOUT after `timeout_s`).
+        Every `poll_s` the samplers are checked; a dead one is replaced (its work goes out again)
+        and the wait goes on."""
         deadline = time.monotonic() + timeout_s
         while True:
             left = deadline - time.monotonic()
             got = _get(self.queue.wait_cohort.remote(step, max(0.0, min(poll_s, left))), poll_s + 60,
                        "wait for cohort")
-            if got is not None or left <= poll_s:
+            if got != Signal.TIMEOUT or left <= poll_s:
                 return got
             dead = self.dead_samplers()
             if dead:

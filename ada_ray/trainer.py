@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Optional
 
 from ada_ray import checkpoint as ckpt
+from ada_ray.algo.types import Signal
 from ada_ray.config import AdaRayConfig, flatten, to_yaml
 from ada_ray.errors import AdaRayError
 from ada_ray.output_paths import resolve_output_dir
@@ -116,10 +117,10 @@ def train(cfg: AdaRayConfig, log=print) -> int:
         while step < cfg.trainer.total_steps:
             timer = StepTimer()
             cohort = rt.wait_cohort(step, timeout_s=cfg.sampler.lease_timeout_s)
-            if cohort is None:
+            if cohort == Signal.TIMEOUT:
                 raise TrainingError(f"no cohort for step {step} within sampler.lease_timeout_s = "
                                     f"{cfg.sampler.lease_timeout_s}s; queue: {rt.queue_stats()}")
-            if cohort == "end":
+            if cohort == Signal.END:
                 progress.message(f"data exhausted after {step} steps")
                 break
             timer.lap("wait")

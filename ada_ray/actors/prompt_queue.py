@@ -1,9 +1,10 @@
 """PromptQueue actor: the WorkScheduler behind an asyncio Ray actor.
 
 Samplers long-poll `lease` (it waits for work instead of spinning), report scored samples with
-`report_many`, and the driver waits for a cohort with `wait_cohort` (returns the cohort, "end"
-when no more data or steps, or None on timeout). Leases expire by the clock here; `release_sampler`
-hands a dead sampler's work out again at once. `stop` wakes every waiter with an explicit sentinel.
+`report_many`, and the driver waits for a cohort with `wait_cohort` (returns the cohort,
+Signal.END when no more data or steps, or Signal.TIMEOUT). Leases expire by the clock here;
+`release_sampler` hands a dead sampler's work out again at once. `stop` wakes every waiter with an
+explicit sentinel (Signal.STOP to a lease, Signal.END to a cohort wait).
 """
 
 from __future__ import annotations
@@ -15,9 +16,8 @@ from typing import Optional
 import ray
 
 from ada_ray.algo.scheduler import WorkScheduler
+from ada_ray.algo.types import Signal
 from ada_ray.config import from_dict
-
-STOP = "stop"
 
 
 @ray.remote
@@ -55,7 +55,7 @@ class PromptQueue:
         deadline = time.monotonic() + wait_s
         while True:
             if self.stopped:
-                return STOP
+                return Signal.STOP
             t0 = time.perf_counter()
             items = self.sched.lease(sampler_id, max_items, time.monotonic(), max_samples)
             self.busy_s += time.perf_counter() - t0
@@ -77,16 +77,16 @@ class PromptQueue:
         deadline = time.monotonic() + timeout_s
         while True:
             status = self.sched.cohort_status(index)
-            if status == "ready":
+            if status == Signal.READY:
                 t0 = time.perf_counter()
                 res = self.sched.take_cohort(index)
                 self.busy_s += time.perf_counter() - t0
                 return res
-            if status == "end" or self.stopped:
-                return "end"
+            if status == Signal.END or self.stopped:
+                return Signal.END
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return None
+                return Signal.TIMEOUT
             await self._wait_change(min(remaining, 1.0))
 
     async def set_version(self, version: int) -> None:

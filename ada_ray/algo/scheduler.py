@@ -30,7 +30,7 @@ from typing import Optional, Sequence
 from ada_ray.algo.estimator import PassRateEstimator
 from ada_ray.algo.prompt_order import PromptOrder
 from ada_ray.algo.strategies import PromptState, Strategy, make_strategy, sample_from_dict, sample_to_dict
-from ada_ray.algo.types import Group, Prompt, Sample, WorkItem
+from ada_ray.algo.types import Group, Prompt, Sample, Signal, WorkItem
 from ada_ray.config import AlgoConfig
 
 
@@ -326,22 +326,22 @@ class WorkScheduler:
     # learner side
     # ------------------------------------------------------------------------------------------
 
-    def cohort_status(self, index: int) -> str:
-        """'ready' | 'pending' | 'end' (no such cohort will ever exist)."""
+    def cohort_status(self, index: int) -> Signal:
+        """READY | PENDING | END (no such cohort will ever exist)."""
         if self.end_cohort is not None and index >= self.end_cohort:
-            return "end"
+            return Signal.END
         if self.total_steps is not None and index >= self.total_steps:
-            return "end"
+            return Signal.END
         co = self.cohorts.get(index)
         if co is not None and co.complete:
-            return "ready"
-        return "pending"
+            return Signal.READY
+        return Signal.PENDING
 
     def take_cohort(self, index: int) -> CohortResult:
         if index != self.first_untaken:
             raise SchedulerError(f"cohorts are taken in order: expected {self.first_untaken}, asked for {index}")
         status = self.cohort_status(index)
-        if status != "ready":
+        if status != Signal.READY:
             raise SchedulerError(f"cohort {index} is not ready ({status})")
         co = self.cohorts.pop(index)
         self.first_untaken += 1

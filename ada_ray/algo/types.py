@@ -1,9 +1,25 @@
-"""The records that flow through the system: one scored Sample, one training Group."""
+"""The records that flow through the system: one scored Sample, one training Group, and the
+Signal values that stand in for a record where there is none."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Optional
+
+
+class Signal(StrEnum):
+    """Control values passed between the scheduler, the PromptQueue, the samplers and the driver.
+
+    A StrEnum: each member equals (and prints as) the string that was passed before it existed
+    (``Signal.END == "end"``), so callers comparing with the old strings keep working; TIMEOUT
+    replaces the bare None that `wait_cohort` returned."""
+
+    READY = "ready"  # cohort_status: the cohort is complete and can be taken
+    PENDING = "pending"  # cohort_status: the cohort is still sampling
+    END = "end"  # cohort_status / wait_cohort: this cohort will never exist (data or steps ran out, queue stopped)
+    STOP = "stop"  # lease: the queue has stopped; the sampler stops leasing
+    TIMEOUT = "timeout"  # wait_cohort: the cohort was not ready within the timeout
 
 
 @dataclass

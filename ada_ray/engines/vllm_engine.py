@@ -4,16 +4,16 @@ Continuous batching through ``LLMEngine.add_request`` / ``step``: new requests e
 frees, and finished ones come back with their token ids, the behaviour log-prob of every sampled
 token (``logprobs_mode=processed_logprobs``: after temperature, i.e. of the distribution actually
 sampled), text and finish reason. Each request has its own seed, so a work item's samples do not
-depend on what else is in the batch.
+depend on what else is in the batch. `VLLMEngine` satisfies `ada_ray.engines.protocol.Engine`.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from ada_ray.config import SamplerConfig
+from ada_ray.engines.protocol import Completion, Finished
 
 EXTENSION = "ada_ray.engines.vllm_worker_ext.WeightBusWorkerExtension"
 
@@ -28,20 +28,6 @@ def cpu_env(kv_cache_gib: float) -> dict[str, str]:
         "TOKENIZERS_PARALLELISM": "false",
         "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "ERROR"),
     }
-
-
-@dataclass
-class Completion:
-    token_ids: list[int]
-    logprobs: list[float]
-    text: str
-    finish_reason: str
-
-
-@dataclass
-class Finished:
-    request_id: str
-    completions: list[Completion]
 
 
 class VLLMEngine:
