@@ -1,6 +1,7 @@
 """`ada-ray bench sync`: WeightBus throughput against a single flat gloo broadcast of the same bytes
 and against a local memory copy, for several bucket sizes and both packings, on the tiny policy's
 state dict and on a synthetic ~500 MB one. Receivers are separate processes (spawned), as samplers are.
+Each row also carries the cost model's seconds for it (`model_s`, from ada_ray/sync/cost_model.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 import torch
 
 from ada_ray.bench.common import bar_chart, write_result
+from ada_ray.sync.cost_model import GLOO_LOOPBACK, predict
 from ada_ray.sync.weight_bus import WeightBusReceiver, WeightBusSender, _broadcast
 
 
@@ -67,7 +69,8 @@ def run(receivers: int = 2, big_mb: float = 512.0, buckets=(1.0, 16.0, 64.0, 256
     payloads = {"tiny_policy": tiny_state(), f"synthetic_{int(big_mb)}mb": synthetic_state(big_mb)}
     rows = []
     for name, state in payloads.items():
-        nbytes = sum(t.numel() * t.element_size() for t in state.values())
+        sizes = [t.numel() * t.element_size() for t in state.values()]
+        nbytes = sum(sizes)
         mb = nbytes / 1e6
         memcpy = _time(lambda: [t.clone() for t in state.values()], repeats)
         for packing in ("per_tensor", "flat", "hybrid"):
@@ -106,10 +109,14 @@ def run(receivers: int = 2, big_mb: float = 512.0, buckets=(1.0, 16.0, 64.0, 256
                 for p in procs:
                     p.join(timeout=60)
                 sender.close()
+                # the cost model's seconds for this row (gloo's binomial tree; flattening at this memcpy rate)
+                model = predict(sizes, receivers, sender.bucket_bytes, GLOO_LOOPBACK, "tree", packing,
+                                copy_bw=nbytes / memcpy).total_s
                 rows.append({"payload": name, "mb": round(mb, 2), "packing": packing, "bucket_mb": bucket,
                              "buckets": len(meta["buckets"]), "bus_s": t_bus, "bus_mb_s": mb / t_bus,
                              "flat_broadcast_s": t_flat, "flat_mb_s": mb / t_flat,
-                             "bus_vs_flat": t_flat / t_bus, "memcpy_s": memcpy, "memcpy_mb_s": mb / memcpy})
+                             "bus_vs_flat": t_flat / t_bus, "memcpy_s": memcpy, "memcpy_mb_s": mb / memcpy,
+                             "model_s": model})
     tiny = [r for r in rows if r["payload"] == "tiny_policy"]
     result = {"receivers": receivers, "repeats": repeats, "rows": rows,
               "tiny_policy_best_update_ms": 1000 * min(r["bus_s"] for r in tiny)}
@@ -122,9 +129,11 @@ def run(receivers: int = 2, big_mb: float = 512.0, buckets=(1.0, 16.0, 64.0, 256
 
 
 def format_table(result: dict) -> str:
-    lines = ["| payload | MB | packing | bucket MB | buckets | bus MB/s | flat bcast MB/s | bus / flat | memcpy MB/s |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| payload | MB | packing | bucket MB | buckets | bus MB/s | flat bcast MB/s | bus / flat | memcpy MB/s "
+             "| update ms | model ms |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in result["rows"]:
         lines.append(f"| {r['payload']} | {r['mb']:.1f} | {r['packing']} | {r['bucket_mb']:g} | {r['buckets']} | "
-                     f"{r['bus_mb_s']:.0f} | {r['flat_mb_s']:.0f} | {r['bus_vs_flat']:.2f} | {r['memcpy_mb_s']:.0f} |")
+                     f"{r['bus_mb_s']:.0f} | {r['flat_mb_s']:.0f} | {r['bus_vs_flat']:.2f} | {r['memcpy_mb_s']:.0f} | "
+                     f"{1000 * r['bus_s']:.0f} | {1000 * r['model_s']:.0f} |")
     return "\n".join(lines)
