@@ -48,7 +48,9 @@ IB_NDR = Link("NDR InfiniBand, one 400 Gb/s NIC", 50e9, 14e-6,
 # Measured here (BENCHMARKS.md "Weight broadcast", 2-core AMD EPYC, 2 receivers): one flat gloo
 # broadcast of 537 MB took 0.975 s = 2 binomial-tree rounds -> 1.10 GB/s per round; the tiny policy
 # at flat 1 MB buckets (16 ms for 4 buckets) leaves 0.75 ms per message per round; gloo's default
-# 2 worker threads (ProcessGroupGloo _Options._threads) carry two messages at once.
+# 2 worker threads (ProcessGroupGloo _Options._threads) carry two messages at once - a term the
+# 1-receiver run refuted (one-tensor buckets were as fast; small messages are what is fast), kept as
+# committed before that run; see BENCHMARKS.md. Loopback figures are per machine.
 GLOO_LOOPBACK = Link("gloo over TCP loopback (2-core CPU machine)", 1.10e9, 0.75e-3, streams=2, chunk_bytes=1 << 62,
                      source="measured here: bench sync, 2 receivers")
 
