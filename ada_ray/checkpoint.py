@@ -22,7 +22,7 @@ from ada_ray.config import AdaRayConfig, ConfigError, flatten, from_dict, to_dic
 
 # keys that may change across a resume without breaking it
 RESUMABLE_CHANGES = ("trainer.total_steps", "trainer.total_epochs", "trainer.eval_every", "trainer.save_every",
-                     "trainer.resume", "trainer.progress", "trainer.ray_address", "trainer.ray_num_cpus",
+                     "trainer.resume", "trainer.max_restarts", "trainer.progress", "trainer.ray_address", "trainer.ray_num_cpus",
                      "trainer.output_dir", "trainer.run_name", "tracking.", "sampler.num_samplers",
                      "sampler.lease_timeout_s", "sampler.reward_workers", "weight_sync.", "trainer.eval_samples",
                      "trainer.eval_temperature", "learner.max_nonfinite_steps", "model.cache_dir")

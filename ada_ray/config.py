@@ -211,6 +211,7 @@ class TrainerConfig:
     eval_temperature: float = 1.0  # evaluation sampling temperature
     save_every: int = 0  # checkpoint every this many steps (0: never)
     resume: Optional[str] = None  # null, auto (latest checkpoint of this run), or a checkpoint / run path
+    max_restarts: int = 1  # a dead queue/learner actor or a broken collective: rebuild from the last checkpoint this many times
     output_dir: str = "runs"  # run directories go here
     run_name: Optional[str] = None  # run directory name (default: time + algorithm); fix it to resume
     seed: int = 0  # seeds work items (sampling), data order and evaluation
@@ -627,6 +628,7 @@ def validate(cfg: AdaRayConfig) -> None:
     positive("trainer.eval_every", t.eval_every, strict=False)
     positive("trainer.eval_samples", t.eval_samples)
     positive("trainer.save_every", t.save_every, strict=False)
+    positive("trainer.max_restarts", t.max_restarts, strict=False)
 
     pr = cfg.prepare
     positive("prepare.samples_per_prompt", pr.samples_per_prompt)

@@ -26,6 +26,7 @@ from ada_ray.algo.types import Signal
 from ada_ray.config import AdaRayConfig, flatten, to_yaml
 from ada_ray.errors import AdaRayError
 from ada_ray.output_paths import resolve_output_dir
+from ada_ray.restarts import what_died
 from ada_ray.step_metrics import cohort_metrics
 
 
@@ -63,7 +64,7 @@ def sampler_deltas(prev: list[dict], cur: list[dict]) -> dict[str, float]:
     return {"sampler/idle_ratio": idle / total if total > 0 else 0.0, "sampler/tokens": float(tokens)}
 
 
-def train(cfg: AdaRayConfig, log=print) -> int:
+def train(cfg: AdaRayConfig, log=print, config_name: Optional[str] = None) -> int:
     from transformers import AutoTokenizer
 
     from ada_ray import cluster as cl
@@ -71,7 +72,7 @@ def train(cfg: AdaRayConfig, log=print) -> int:
     from ada_ray.data.warmstart import resolve_model_path
     from ada_ray.progress import Progress
     from ada_ray.runtime import Runtime
-    from ada_ray.tracking import Tracker
+    from ada_ray.tracking import Tracker, run_tags
 
     run_dir = run_dir_for(cfg)
     resume_from = ckpt.resolve_resume(cfg, run_dir)
@@ -94,26 +95,74 @@ def train(cfg: AdaRayConfig, log=print) -> int:
     tracker = Tracker(run_dir, cfg.tracking.enabled, cfg.tracking.uri, cfg.tracking.experiment, run_dir.name, log,
                       resume_run_id=(meta or {}).get("mlflow_run_id"))
     tracker.log_params(flatten(cfg))
+    tracker.set_tags(run_tags(cfg, model_path, config_name))
+    tracker.log_dataset(train_set, "training")
+    tracker.log_dataset(eval_set, "eval")
     tracker.log_artifact(run_dir / "config.yaml")
     cluster = cl.connect(cfg)
     rt: Optional[Runtime] = None
     status = "FAILED"
     cause: Optional[BaseException] = None
-    try:
+
+    def attempt(resume_from: Optional[Path], meta: Optional[dict], first: bool) -> int:
+        """Build the runtime (from `resume_from` when given) and train until the end; the step reached."""
+        nonlocal rt
         rt = Runtime.build(cfg, cluster, model_path, train_set.prompts, log=log)
         rt.check_shared_dir(run_dir)
-        step = 0
-        if resume_from is not None:
-            step = restore(rt, resume_from, meta, log)
+        step = restore(rt, resume_from, meta, log) if resume_from is not None else 0
         evaluate = make_evaluator(rt, cfg, eval_set, tracker, run_dir)
-        if step == 0 and cfg.trainer.eval_every > 0 and cfg.trainer.eval_at_start:
+        if first and step == 0 and cfg.trainer.eval_every > 0 and cfg.trainer.eval_at_start:
             evaluate(0, log)
         rt.start_sampling()
         progress = Progress(cfg.trainer.total_steps, cfg.trainer.progress, start=step, log=log)
-        prev = rt.sampler_stats()
-        t_start = time.time()
-        generated = float(meta.get("generated_samples", 0.0)) if meta else 0.0
-        trained_log = open(run_dir / "trained_prompts.jsonl", "a")  # audit: which prompts each step trained
+        try:
+            return train_steps(rt, cfg, run_dir, step, meta, evaluate, tracker, progress, model_path)
+        finally:
+            progress.close()
+
+    try:
+        restarts = 0
+        while True:
+            try:
+                step = attempt(resume_from, meta, first=restarts == 0)
+                break
+            except Exception as exc:  # noqa: BLE001 - what_died decides; anything else goes on up
+                what = what_died(exc)
+                if what is None or restarts >= cfg.trainer.max_restarts:
+                    raise
+                restarts += 1
+                discard_runtime(rt, log)
+                rt = None
+                resume_from = ckpt.find_latest(run_dir)
+                meta = ckpt.load_meta(resume_from) if resume_from is not None else None
+                at = int(meta["step"]) if meta else 0
+                truncate_logs(run_dir, at)
+                log(f"restart {restarts}/{cfg.trainer.max_restarts}: {what}; resuming from "
+                    + (f"step {at} ({resume_from})" if meta else "the start (no checkpoint yet)"))
+        final_dir = save_final_policy(rt, run_dir, step, model_path)
+        accounting = rt.shutdown()
+        rt = None
+        (run_dir / "accounting.json").write_text(json.dumps(accounting, indent=2))
+        finish_artifacts(run_dir, tracker, final_dir, log)
+        log(f"done: {step} steps; accounting {accounting}" + (f"; {restarts} restart(s)" if restarts else ""))
+        status = "FINISHED"
+        return 0
+    except BaseException as exc:
+        cause = exc
+        raise
+    finally:
+        teardown([("runtime shutdown", lambda: rt.shutdown() if rt is not None else None),
+                  ("tracking close", lambda: tracker.close(status)), ("cluster shutdown", cluster.shutdown)], cause)
+
+
+def train_steps(rt, cfg: AdaRayConfig, run_dir: Path, step: int, meta: Optional[dict], evaluate, tracker, progress,
+                model_path: str) -> int:
+    """The driver loop, from `step` to trainer.total_steps (or the data's or the sample budget's end):
+    wait for a cohort, train on it, broadcast the new weights, log, evaluate and save when due."""
+    prev = rt.sampler_stats()
+    t_start = time.time()
+    generated = float(meta.get("generated_samples", 0.0)) if meta else 0.0
+    with open(run_dir / "trained_prompts.jsonl", "a") as trained_log:  # audit: which prompts each step trained
         while step < cfg.trainer.total_steps:
             timer = StepTimer()
             cohort = rt.wait_cohort(step, timeout_s=cfg.sampler.lease_timeout_s)
@@ -135,51 +184,57 @@ def train(cfg: AdaRayConfig, log=print) -> int:
             step += 1
             m.update(rt.sync_weights(step))
             timer.lap("sync")
-            cur = rt.sampler_stats()
-            m.update(sampler_deltas(prev, cur))
-            prev = cur
-            for i, st in enumerate(cur):
-                m[f"sampler/{i}/samples_total"] = float(st["samples"])
-                m[f"sampler/{i}/version"] = float(st["version"])
-            m["sampler/replaced_total"] = float(rt.replaced)
-            q = rt.queue_stats()
-            m.update({"queue/busy_s_total": q["busy_s"], "queue/calls_total": float(q["calls"]),
-                      "time/elapsed": time.time() - t_start})
-            step_s = sum(timer.parts.values())
-            m.update({f"time/{k}": v for k, v in timer.parts.items()})
-            m.update({"time/step": step_s, "perf/groups_per_s": m["train/groups"] / step_s,
-                      "perf/tokens_per_s": m["sampler/tokens"] / step_s,
-                      "learner/idle_ratio": max(0.0, 1.0 - m.get("learner/train_seconds", 0.0) / step_s)})
+            prev = system_metrics(rt, prev, timer, t_start, m)
             m["train/samples_generated_total"] = generated
             budget_done = cfg.trainer.total_samples is not None and generated >= cfg.trainer.total_samples
             last = step == cfg.trainer.total_steps or budget_done
-            if (cfg.trainer.eval_every > 0 and step % cfg.trainer.eval_every == 0) or (last and cfg.trainer.final_eval):
+            if due(cfg.trainer.eval_every, step) or (last and cfg.trainer.final_eval):
                 m.update(evaluate(step, None))
             tracker.log_metrics(step, m)
             progress.update(step, m, _line(step, cfg.trainer.total_steps, m, time.time() - t_start))
-            if cfg.trainer.save_every > 0 and (step % cfg.trainer.save_every == 0 or step == cfg.trainer.total_steps):
+            if cfg.trainer.save_every > 0 and (due(cfg.trainer.save_every, step) or step == cfg.trainer.total_steps):
                 path = ckpt.save(run_dir, step, cfg, rt, model_path, {"mlflow_run_id": tracker.run_id,
                                                                        "generated_samples": generated})
                 progress.message(f"checkpoint {path}")
             if budget_done:
                 progress.message(f"sample budget reached: {generated:.0f} generated samples after {step} steps")
                 break
-        progress.close()
-        trained_log.close()
-        final_dir = save_final_policy(rt, run_dir, step, model_path)
-        accounting = rt.shutdown()
-        rt = None
-        (run_dir / "accounting.json").write_text(json.dumps(accounting, indent=2))
-        finish_artifacts(run_dir, tracker, final_dir, log)
-        log(f"done: {step} steps; accounting {accounting}")
-        status = "FINISHED"
-        return 0
-    except BaseException as exc:
-        cause = exc
-        raise
-    finally:
-        teardown([("runtime shutdown", lambda: rt.shutdown() if rt is not None else None),
-                  ("tracking close", lambda: tracker.close(status)), ("cluster shutdown", cluster.shutdown)], cause)
+    return step
+
+
+def due(every: int, step: int) -> bool:
+    """An every-N-steps action (eval, checkpoint) is due after `step` (0: never)."""
+    return every > 0 and step % every == 0
+
+
+def system_metrics(rt, prev: list[dict], timer: StepTimer, t_start: float, m: dict) -> list[dict]:
+    """Add the step's sampler, queue, timing and throughput metrics to `m`; returns the sampler stats
+    the next step's deltas start from."""
+    cur = rt.sampler_stats()
+    m.update(sampler_deltas(prev, cur))
+    for i, st in enumerate(cur):
+        m[f"sampler/{i}/samples_total"] = float(st["samples"])
+        m[f"sampler/{i}/version"] = float(st["version"])
+    m["sampler/replaced_total"] = float(rt.replaced)
+    q = rt.queue_stats()
+    m.update({"queue/busy_s_total": q["busy_s"], "queue/calls_total": float(q["calls"]),
+              "time/elapsed": time.time() - t_start})
+    step_s = sum(timer.parts.values())
+    m.update({f"time/{k}": v for k, v in timer.parts.items()})
+    m.update({"time/step": step_s, "perf/groups_per_s": m["train/groups"] / step_s,
+              "perf/tokens_per_s": m["sampler/tokens"] / step_s,
+              "learner/idle_ratio": max(0.0, 1.0 - m.get("learner/train_seconds", 0.0) / step_s)})
+    return cur
+
+
+def discard_runtime(rt, log) -> None:
+    """Tear a broken runtime down before a restart; what fails on the way is logged, not raised."""
+    if rt is None:
+        return
+    try:
+        rt.shutdown()
+    except Exception as exc:  # noqa: BLE001 - the runtime is already broken; its actors are killed anyway
+        log(f"while discarding the failed runtime: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
 
 
 def teardown(steps: list, cause: Optional[BaseException]) -> None:
@@ -273,6 +328,7 @@ def finish_artifacts(run_dir: Path, tracker, final_dir: Path, log) -> None:
         log(f"plots failed: {exc}")
     tracker.log_artifact(run_dir / "accounting.json")
     tracker.log_artifact(final_dir, "final_policy")
+    tracker.log_model(final_dir)
 
 
 def _line(step: int, total: int, m: dict, elapsed: float) -> str:
