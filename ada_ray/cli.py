@@ -161,7 +161,7 @@ def cmd_train(cfg, args) -> int:
     loopback_ray(cfg.trainer.ray_address)
     from ada_ray.trainer import train
 
-    return train(cfg)
+    return train(cfg, config_name=Path(str(args.config)).stem if args.config else None)
 
 
 BENCH_PARAMS = {"steps": int, "skip": int, "out": str, "smoke": lambda v: v.lower() in ("1", "true", "yes"),
@@ -235,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.split is None:
         args.split = "train" if args.command == "warmstart" else "eval"
     config, overrides = _split_args(rest)
+    args.config = config  # the preset or file named (an MLflow tag of the run)
     try:
         if args.command == "eval" and config != "default" and Path(config).is_dir():
             model_dir, saved = checkpoint_config(Path(config))
