@@ -3,8 +3,14 @@ policy built once, and a check that no stray Ray / vLLM / MLflow process outlive
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import socket
 import subprocess
+import sys
+import time
+import urllib.request
 
 import pytest
 
@@ -20,6 +26,42 @@ def tiny_overrides(tmp_path, **extra) -> list[str]:
     }
     base.update(extra)
     return [f"{k}={v}" for k, v in base.items()]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def mlflow_server_at(folder):
+    """A real `mlflow server` on 127.0.0.1 (sqlite store and artifacts under `folder`); yields its URL
+    once /health answers, and stops it (its whole process group) on the way out."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+         "--backend-store-uri", f"sqlite:///{folder / 'mlflow.db'}", "--artifacts-destination", str(folder / "artifacts")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                if urllib.request.urlopen(f"{url}/health", timeout=2).status == 200:
+                    break
+            except OSError:
+                if time.time() > deadline or proc.poll() is not None:
+                    pytest.fail(f"mlflow server on {url} did not come up")
+                time.sleep(1)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 @pytest.fixture(scope="session")

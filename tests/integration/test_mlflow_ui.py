@@ -7,57 +7,24 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
-import sys
-import time
 import urllib.request
 
 import pytest
 
 from ada_ray.config import load_config
 from ada_ray.trainer import train
-from tests.integration.conftest import tiny_overrides
+from tests.integration.conftest import mlflow_server_at, tiny_overrides
 
 pytestmark = pytest.mark.slow
 
 CHROMIUM = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless_shell")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("mlflow_server")
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-         "--backend-store-uri", f"sqlite:///{tmp / 'mlflow.db'}", "--artifacts-destination", str(tmp / "artifacts")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                if urllib.request.urlopen(f"{url}/health", timeout=2).status == 200:
-                    break
-            except OSError:
-                if time.time() > deadline or proc.poll() is not None:
-                    pytest.fail(f"mlflow server on {url} did not come up")
-                time.sleep(1)
+    with mlflow_server_at(tmp_path_factory.mktemp("mlflow_server")) as url:
         yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 @pytest.fixture(scope="module")

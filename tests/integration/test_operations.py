@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -14,15 +13,9 @@ import pytest
 
 from ada_ray.config import load_config
 from ada_ray.trainer import train
-from tests.integration.conftest import tiny_overrides
+from tests.integration.conftest import free_port, mlflow_server_at, tiny_overrides
 
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rows(path: Path) -> list[dict]:
@@ -31,33 +24,8 @@ def rows(path: Path) -> list[dict]:
 
 @pytest.fixture
 def mlflow_server(tmp_path):
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-         "--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--artifacts-destination",
-         str(tmp_path / "artifacts")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(f"{url}/health", timeout=2).status == 200:
-                break
-        except OSError:
-            time.sleep(1)
-    else:
-        proc.kill()
-        pytest.fail("mlflow server did not come up")
-    yield url
-    import os
-    import signal
-
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    with mlflow_server_at(tmp_path) as url:
+        yield url
 
 
 def test_mlflow_server_gets_params_metrics_artifacts(ray_cluster, tmp_path, mlflow_server):
