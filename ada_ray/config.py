@@ -18,7 +18,9 @@ from typing import Any, Optional
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
+from ada_ray.algo.defaults import effective_k_neg, effective_k_pos
 from ada_ray.errors import InputError
+from ada_ray.levels import HELD_OUT_PER_LEVEL, parse_level
 
 ALGORITHMS = ("grpo", "dapo", "ada_seq_pos", "ada_seq_balance", "ada_est")
 ADA_SEQ = ("ada_seq_pos", "ada_seq_balance")
@@ -444,38 +446,23 @@ def _err(key: str, expected: str, got: Any) -> ConfigError:
     return ConfigError(f"config: '{key}' must be {expected} (got {got!r})")
 
 
-def effective_k_pos(a: AlgoConfig) -> int:
-    if a.k_pos is not None:
-        return a.k_pos
-    return 1 if a.name == "ada_seq_pos" else a.n // 2
+def _positive(key: str, value: Any, strict: bool = True) -> None:
+    """Raise unless value > 0 (strict) or >= 0."""
+    if value is None or (value <= 0 if strict else value < 0):
+        raise _err(key, "> 0" if strict else ">= 0", value)
 
 
-def effective_k_neg(a: AlgoConfig) -> int:
-    if a.k_neg is not None:
-        return a.k_neg
-    return 0 if a.name == "ada_seq_pos" else a.n - a.n // 2
-
-
-def effective_norm_adv_by_std(a: AlgoConfig) -> bool:
-    if a.norm_adv_by_std is not None:
-        return a.norm_adv_by_std
-    return a.name in ("grpo", "dapo")
-
-
-def validate(cfg: AdaRayConfig) -> None:
-    """Raise ConfigError for the first impossible setting found."""
+def _validate_choices(cfg: AdaRayConfig) -> None:
+    """Every enumerated knob (CHOICES) holds one of its allowed values."""
     for key, allowed in CHOICES.items():
         value = OmegaConf.select(OmegaConf.structured(cfg), key)
         if value not in allowed:
             raise _err(key, f"one of {', '.join(allowed)}", value)
 
-    a, d, s, lr, t, w = cfg.algo, cfg.data, cfg.sampler, cfg.learner, cfg.trainer, cfg.weight_sync
 
-    def positive(key: str, value: Any, strict: bool = True) -> None:
-        if value is None or (value <= 0 if strict else value < 0):
-            raise _err(key, "> 0" if strict else ">= 0", value)
-
-    positive("algo.n", a.n)
+def _validate_algo(a: AlgoConfig) -> None:
+    """algo: group size, rounds, the variant's own knobs, then the loss."""
+    _positive("algo.n", a.n)
     if a.name in ("grpo", "dapo") and a.n < 2:
         raise _err("algo.n", f">= 2 for {a.name} (a group of one has no baseline)", a.n)
     if a.name == "ada_seq_balance" and a.n < 2:
@@ -485,89 +472,113 @@ def validate(cfg: AdaRayConfig) -> None:
     if a.max_rounds < 1:
         raise _err("algo.max_rounds", ">= 1", a.max_rounds)
     if a.name in ADA_SEQ:
-        budget = a.samples_per_round * a.max_rounds
-        if budget < a.n:
-            raise ConfigError(
-                f"config: the sample budget algo.samples_per_round x algo.max_rounds = "
-                f"{a.samples_per_round} x {a.max_rounds} = {budget} is below algo.n = {a.n}"
-            )
-        kp, kn = effective_k_pos(a), effective_k_neg(a)
-        if kp < 0 or kn < 0:
-            raise _err("algo.k_pos/algo.k_neg", ">= 0", (kp, kn))
-        if kp + kn > budget:
-            raise ConfigError(
-                f"config: algo.k_pos + algo.k_neg = {kp + kn} can never be reached with at most "
-                f"{budget} samples (algo.samples_per_round x algo.max_rounds)"
-            )
-        if a.name == "ada_seq_pos" and kp < 1:
-            raise _err("algo.k_pos", ">= 1 for ada_seq_pos", kp)
+        _validate_ada_seq(a)
     if not 0.0 <= a.positive_threshold < 1.0 + 1e-9:
         raise _err("algo.positive_threshold", "in [0, 1]", a.positive_threshold)
     if a.name == "ada_est":
-        if a.est_n_min < 1:
-            raise _err("algo.est_n_min", ">= 1", a.est_n_min)
-        if a.est_n_max < a.est_n_min:
-            raise _err("algo.est_n_max", f">= algo.est_n_min ({a.est_n_min})", a.est_n_max)
-        if not a.est_n_min <= a.est_mean_samples <= a.est_n_max:
-            raise _err(
-                "algo.est_mean_samples", f"within [algo.est_n_min, algo.est_n_max] = [{a.est_n_min}, {a.est_n_max}]",
-                a.est_mean_samples,
-            )
-        if a.est_n_min < 2:
-            raise _err("algo.est_n_min", ">= 2 (a prompt with one sample has no baseline)", a.est_n_min)
-        positive("algo.est_alpha", a.est_alpha)
-        positive("algo.est_beta", a.est_beta)
-        if not 0.0 < a.est_lambda <= 1.0:
-            raise _err("algo.est_lambda", "in (0, 1]", a.est_lambda)
+        _validate_ada_est(a)
     if a.name == "dapo" and a.dapo_max_draws_factor < 1.0:
         raise _err("algo.dapo_max_draws_factor", ">= 1", a.dapo_max_draws_factor)
+    _validate_loss(a)
+
+
+def _validate_ada_seq(a: AlgoConfig) -> None:
+    """ada_seq_*: the sample budget M x R can reach n and K_pos + K_neg."""
+    budget = a.samples_per_round * a.max_rounds
+    if budget < a.n:
+        raise ConfigError(
+            f"config: the sample budget algo.samples_per_round x algo.max_rounds = "
+            f"{a.samples_per_round} x {a.max_rounds} = {budget} is below algo.n = {a.n}"
+        )
+    kp, kn = effective_k_pos(a), effective_k_neg(a)
+    if kp < 0 or kn < 0:
+        raise _err("algo.k_pos/algo.k_neg", ">= 0", (kp, kn))
+    if kp + kn > budget:
+        raise ConfigError(
+            f"config: algo.k_pos + algo.k_neg = {kp + kn} can never be reached with at most "
+            f"{budget} samples (algo.samples_per_round x algo.max_rounds)"
+        )
+    if a.name == "ada_seq_pos" and kp < 1:
+        raise _err("algo.k_pos", ">= 1 for ada_seq_pos", kp)
+
+
+def _validate_ada_est(a: AlgoConfig) -> None:
+    """ada_est: per-prompt sample bounds, their mean, and the estimator's prior."""
+    if a.est_n_min < 1:
+        raise _err("algo.est_n_min", ">= 1", a.est_n_min)
+    if a.est_n_max < a.est_n_min:
+        raise _err("algo.est_n_max", f">= algo.est_n_min ({a.est_n_min})", a.est_n_max)
+    if not a.est_n_min <= a.est_mean_samples <= a.est_n_max:
+        raise _err(
+            "algo.est_mean_samples", f"within [algo.est_n_min, algo.est_n_max] = [{a.est_n_min}, {a.est_n_max}]",
+            a.est_mean_samples,
+        )
+    if a.est_n_min < 2:
+        raise _err("algo.est_n_min", ">= 2 (a prompt with one sample has no baseline)", a.est_n_min)
+    _positive("algo.est_alpha", a.est_alpha)
+    _positive("algo.est_beta", a.est_beta)
+    if not 0.0 < a.est_lambda <= 1.0:
+        raise _err("algo.est_lambda", "in (0, 1]", a.est_lambda)
+
+
+def _validate_loss(a: AlgoConfig) -> None:
+    """algo's loss knobs: clip range, dual clip, TIS cap and coefficients."""
     if not 0.0 < a.clip_low < 1.0:
         raise _err("algo.clip_low", "in (0, 1)", a.clip_low)
-    positive("algo.clip_high", a.clip_high)
+    _positive("algo.clip_high", a.clip_high)
     if a.dual_clip_c is not None and a.dual_clip_c <= 1.0:
         raise _err("algo.dual_clip_c", "> 1 or null", a.dual_clip_c)
     if a.tis_cap is not None and a.tis_cap < 1.0:
         raise _err("algo.tis_cap", ">= 1 or null", a.tis_cap)
-    positive("algo.entropy_coef", a.entropy_coef, strict=False)
-    positive("algo.prior_weight", a.prior_weight, strict=False)
-    positive("algo.kl_coef", a.kl_coef, strict=False)
+    _positive("algo.entropy_coef", a.entropy_coef, strict=False)
+    _positive("algo.prior_weight", a.prior_weight, strict=False)
+    _positive("algo.kl_coef", a.kl_coef, strict=False)
 
-    positive("data.max_prompt_tokens", d.max_prompt_tokens)
-    positive("data.reward_timeout_s", d.reward_timeout_s)
+
+def _validate_data(d: DataConfig) -> None:
+    """data: prompt length, verifier timeout, and paths matching data.source."""
+    _positive("data.max_prompt_tokens", d.max_prompt_tokens)
+    _positive("data.reward_timeout_s", d.reward_timeout_s)
     if d.source != "embedded" and not d.train_path:
         raise _err("data.train_path", f"a path for data.source={d.source}", d.train_path)
     if d.source == "embedded" and (d.train_path or d.eval_path):
         raise ConfigError(f"config: data.{'train' if d.train_path else 'eval'}_path is set, but data.source = embedded "
                           "(the built-in task) ignores it; set data.source=jsonl, parquet or hf_disk")
-    from ada_ray.data.embedded_task import parse_level  # local import: data imports config
 
-    for lv in cfg.model.warmstart.levels:
+
+def _validate_warmstart(ws: WarmStartConfig) -> None:
+    """model.warmstart: TxD levels and a positive stop step."""
+    for lv in ws.levels:
         try:
             parse_level(lv)
         except ValueError as exc:
-            raise _err("model.warmstart.levels", f"a list of TxD levels ({exc})", list(cfg.model.warmstart.levels)) from None
-    if cfg.model.warmstart.stop_at_step is not None:
-        positive("model.warmstart.stop_at_step", cfg.model.warmstart.stop_at_step)
-    if d.source == "embedded":
-        for lv in d.levels:
-            try:
-                parse_level(lv)
-            except ValueError as exc:
-                raise _err("data.levels", f"a list of TxD levels such as 2x1 ({exc})", list(d.levels)) from None
-        if not d.levels:
-            raise _err("data.levels", "a non-empty list", list(d.levels))
-        positive("data.train_per_level", d.train_per_level)
-        positive("data.eval_per_level", d.eval_per_level, strict=False)
-        from ada_ray.data.embedded_task import HELD_OUT_PER_LEVEL
+            raise _err("model.warmstart.levels", f"a list of TxD levels ({exc})", list(ws.levels)) from None
+    if ws.stop_at_step is not None:
+        _positive("model.warmstart.stop_at_step", ws.stop_at_step)
 
-        if d.eval_per_level > HELD_OUT_PER_LEVEL:
-            raise _err("data.eval_per_level", f"<= {HELD_OUT_PER_LEVEL} (a level's held-out pool; small levels such "
-                       "as 2x1 give fewer)", d.eval_per_level)
 
-    positive("sampler.num_samplers", s.num_samplers)
-    positive("sampler.max_new_tokens", s.max_new_tokens)
-    positive("sampler.max_num_seqs", s.max_num_seqs)
-    positive("sampler.temperature", s.temperature, strict=False)
+def _validate_embedded(d: DataConfig) -> None:
+    """data, embedded task: TxD levels and per-level split sizes within the held-out pool."""
+    for lv in d.levels:
+        try:
+            parse_level(lv)
+        except ValueError as exc:
+            raise _err("data.levels", f"a list of TxD levels such as 2x1 ({exc})", list(d.levels)) from None
+    if not d.levels:
+        raise _err("data.levels", "a non-empty list", list(d.levels))
+    _positive("data.train_per_level", d.train_per_level)
+    _positive("data.eval_per_level", d.eval_per_level, strict=False)
+    if d.eval_per_level > HELD_OUT_PER_LEVEL:
+        raise _err("data.eval_per_level", f"<= {HELD_OUT_PER_LEVEL} (a level's held-out pool; small levels such "
+                   "as 2x1 give fewer)", d.eval_per_level)
+
+
+def _validate_sampler(s: SamplerConfig, d: DataConfig) -> None:
+    """sampler: counts, sampling parameters, context length (prompt + completion) and resources."""
+    _positive("sampler.num_samplers", s.num_samplers)
+    _positive("sampler.max_new_tokens", s.max_new_tokens)
+    _positive("sampler.max_num_seqs", s.max_num_seqs)
+    _positive("sampler.temperature", s.temperature, strict=False)
     if not 0.0 < s.top_p <= 1.0:
         raise _err("sampler.top_p", "in (0, 1]", s.top_p)
     if d.max_prompt_tokens + s.max_new_tokens > s.max_model_len:
@@ -575,25 +586,31 @@ def validate(cfg: AdaRayConfig) -> None:
             f"config: data.max_prompt_tokens + sampler.max_new_tokens = {d.max_prompt_tokens} + "
             f"{s.max_new_tokens} exceeds sampler.max_model_len = {s.max_model_len}"
         )
-    positive("sampler.num_cpus", s.num_cpus, strict=False)
-    positive("sampler.num_gpus", s.num_gpus, strict=False)
+    _positive("sampler.num_cpus", s.num_cpus, strict=False)
+    _positive("sampler.num_gpus", s.num_gpus, strict=False)
     if not 0.0 < s.gpu_memory_utilization <= 1.0:
         raise _err("sampler.gpu_memory_utilization", "in (0, 1]", s.gpu_memory_utilization)
-    positive("sampler.tensor_parallel_size", s.tensor_parallel_size)
-    positive("sampler.lease_timeout_s", s.lease_timeout_s)
+    _positive("sampler.tensor_parallel_size", s.tensor_parallel_size)
+    _positive("sampler.lease_timeout_s", s.lease_timeout_s)
 
-    positive("learner.num_learners", lr.num_learners)
-    positive("learner.lr", lr.lr)
+
+def _validate_learner(lr: LearnerConfig) -> None:
+    """learner: counts, optimizer, ZeRO stage, batching and the non-finite guard."""
+    _positive("learner.num_learners", lr.num_learners)
+    _positive("learner.lr", lr.lr)
     if len(lr.betas) != 2 or not all(0.0 <= b < 1.0 for b in lr.betas):
         raise _err("learner.betas", "two numbers in [0, 1)", list(lr.betas))
     if lr.zero_stage not in (0, 1, 2, 3):
         raise _err("learner.zero_stage", "0, 1, 2 or 3", lr.zero_stage)
-    positive("learner.micro_batch_size", lr.micro_batch_size)
-    positive("learner.mini_batches", lr.mini_batches)
-    positive("learner.grad_clip", lr.grad_clip, strict=False)
-    positive("learner.max_nonfinite_steps", lr.max_nonfinite_steps)
+    _positive("learner.micro_batch_size", lr.micro_batch_size)
+    _positive("learner.mini_batches", lr.mini_batches)
+    _positive("learner.grad_clip", lr.grad_clip, strict=False)
+    _positive("learner.max_nonfinite_steps", lr.max_nonfinite_steps)
 
-    positive("weight_sync.bucket_mb", w.bucket_mb)
+
+def _validate_weight_sync(w: WeightSyncConfig, s: SamplerConfig, lr: LearnerConfig) -> None:
+    """weight_sync: bucket size, port, timeout, and the colocated layout's pairing and GPU shares."""
+    _positive("weight_sync.bucket_mb", w.bucket_mb)
     if w.colocated:
         if s.num_samplers != lr.num_learners:
             raise ConfigError(f"config: weight_sync.colocated pairs sampler i with learner i: sampler.num_samplers = "
@@ -608,10 +625,13 @@ def validate(cfg: AdaRayConfig) -> None:
                               f"+ learner.num_gpus = {s.num_gpus} + {lr.num_gpus} must be <= 1 (e.g. 0.5 + 0.5)")
     if not 0 <= w.port <= 65535:
         raise _err("weight_sync.port", "in [0, 65535] (0: any free port)", w.port)
-    positive("weight_sync.timeout_s", w.timeout_s)
+    _positive("weight_sync.timeout_s", w.timeout_s)
 
-    positive("trainer.total_steps", t.total_steps)
-    positive("trainer.batch_prompts", t.batch_prompts)
+
+def _validate_trainer(t: TrainerConfig, lr: LearnerConfig) -> None:
+    """trainer: step and batch sizes (every learner gets a group), staleness, stop rules, cadences."""
+    _positive("trainer.total_steps", t.total_steps)
+    _positive("trainer.batch_prompts", t.batch_prompts)
     if t.batch_prompts < lr.num_learners:
         raise ConfigError(
             f"config: trainer.batch_prompts = {t.batch_prompts} is below learner.num_learners = "
@@ -625,13 +645,15 @@ def validate(cfg: AdaRayConfig) -> None:
         raise _err("trainer.total_samples", ">= 1 or null", t.total_samples)
     if t.total_epochs is not None and t.total_epochs < 1:
         raise _err("trainer.total_epochs", ">= 1 or null", t.total_epochs)
-    positive("trainer.eval_every", t.eval_every, strict=False)
-    positive("trainer.eval_samples", t.eval_samples)
-    positive("trainer.save_every", t.save_every, strict=False)
-    positive("trainer.max_restarts", t.max_restarts, strict=False)
+    _positive("trainer.eval_every", t.eval_every, strict=False)
+    _positive("trainer.eval_samples", t.eval_samples)
+    _positive("trainer.save_every", t.save_every, strict=False)
+    _positive("trainer.max_restarts", t.max_restarts, strict=False)
 
-    pr = cfg.prepare
-    positive("prepare.samples_per_prompt", pr.samples_per_prompt)
+
+def _validate_prepare(pr: PrepareConfig) -> None:
+    """prepare: samples per prompt and a pass-rate filter some prompt can pass."""
+    _positive("prepare.samples_per_prompt", pr.samples_per_prompt)
     if not 0.0 <= pr.max_pass_rate <= 1.0:
         raise _err("prepare.max_pass_rate", "in [0, 1]", pr.max_pass_rate)
     if not 0 <= pr.min_correct <= pr.samples_per_prompt:
@@ -642,6 +664,21 @@ def validate(cfg: AdaRayConfig) -> None:
             f"config: no prompt can pass the filter: prepare.min_correct = {pr.min_correct} correct of "
             f"prepare.samples_per_prompt = {pr.samples_per_prompt} is a pass rate above prepare.max_pass_rate = "
             f"{pr.max_pass_rate}")
-    positive("prepare.chunk_prompts", pr.chunk_prompts)
+    _positive("prepare.chunk_prompts", pr.chunk_prompts)
     if pr.temperature is not None:
-        positive("prepare.temperature", pr.temperature, strict=False)
+        _positive("prepare.temperature", pr.temperature, strict=False)
+
+
+def validate(cfg: AdaRayConfig) -> None:
+    """Raise ConfigError for the first impossible setting found (sections checked in this order)."""
+    _validate_choices(cfg)
+    _validate_algo(cfg.algo)
+    _validate_data(cfg.data)
+    _validate_warmstart(cfg.model.warmstart)
+    if cfg.data.source == "embedded":
+        _validate_embedded(cfg.data)
+    _validate_sampler(cfg.sampler, cfg.data)
+    _validate_learner(cfg.learner)
+    _validate_weight_sync(cfg.weight_sync, cfg.sampler, cfg.learner)
+    _validate_trainer(cfg.trainer, cfg.learner)
+    _validate_prepare(cfg.prepare)

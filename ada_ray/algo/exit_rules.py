@@ -18,8 +18,12 @@ is affected there. With samples_per_round >= n (the paper's M = 8, n = 4) both a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ada_ray.config import AlgoConfig, effective_k_neg, effective_k_pos
+from ada_ray.algo.defaults import effective_k_neg, effective_k_pos
+
+if TYPE_CHECKING:
+    from ada_ray.config import AlgoConfig
 
 
 @dataclass(frozen=True)

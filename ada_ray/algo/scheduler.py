@@ -25,13 +25,15 @@ import hashlib
 import heapq
 import math
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from ada_ray.algo.estimator import PassRateEstimator
 from ada_ray.algo.prompt_order import PromptOrder
 from ada_ray.algo.strategies import PromptState, Strategy, make_strategy, sample_from_dict, sample_to_dict
 from ada_ray.algo.types import Group, Prompt, Sample, Signal, WorkItem
-from ada_ray.config import AlgoConfig
+
+if TYPE_CHECKING:
+    from ada_ray.config import AlgoConfig
 
 
 def item_seed(seed: int, prompt_id: str, cohort: int, round_: int) -> int:

@@ -14,15 +14,18 @@ ada_est         one round of n_i ~ w(p_hat_i) (exact total over the cohort); all
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ada_ray.algo.advantages import est_advantages, group_advantages, is_zero_signal, pool_advantages
 from ada_ray.algo.allocation import allocate
+from ada_ray.algo.defaults import effective_norm_adv_by_std
 from ada_ray.algo.downsample import balanced_downsample, unfinished_downsample
 from ada_ray.algo.estimator import PassRateEstimator
 from ada_ray.algo.exit_rules import ExitRule, exit_rule_for
 from ada_ray.algo.types import Group, Prompt, Sample
-from ada_ray.config import AlgoConfig, effective_norm_adv_by_std
+
+if TYPE_CHECKING:
+    from ada_ray.config import AlgoConfig
 
 
 @dataclass

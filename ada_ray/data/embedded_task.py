@@ -22,20 +22,11 @@ import hashlib
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
+from ada_ray.levels import HELD_OUT_PER_LEVEL, parse_level  # noqa: F401 (re-exported)
+
 LEVEL_SEED_STRIDE = 10_000_000
 EVAL_OFFSET = 500_000_000
 SFT_OFFSET = 1_000_000_000
-
-
-def parse_level(level: str) -> tuple[int, int]:
-    """'3x2' -> (3 terms, 2 digits)."""
-    parts = str(level).lower().split("x")
-    if len(parts) != 2 or not all(p.isdigit() for p in parts):
-        raise ValueError(f"level {level!r} is not of the form TxD (terms x digits), e.g. 2x1")
-    t, d = int(parts[0]), int(parts[1])
-    if not (2 <= t <= 8 and 1 <= d <= 6):
-        raise ValueError(f"level {level!r}: terms must be in [2, 8] and digits in [1, 6]")
-    return t, d
 
 
 ANSWER_ORDERS = ("msb_first", "lsb_first")
@@ -96,9 +87,6 @@ def _level_seed(seed: int, level: str, offset: int) -> int:
     """Seed range of one (purpose, level): depends on the level's name, not its place in a list."""
     t, d = parse_level(level)
     return offset + seed * 7919 * LEVEL_SEED_STRIDE // 1000 + (10 * t + d) * LEVEL_SEED_STRIDE
-
-
-HELD_OUT_PER_LEVEL = 200  # eval prompts are a prefix of this held-out pool, never trained on
 
 
 def distinct_problems(level: str) -> int:
