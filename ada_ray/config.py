@@ -546,24 +546,24 @@ def _validate_data(d: DataConfig) -> None:
                           "(the built-in task) ignores it; set data.source=jsonl, parquet or hf_disk")
 
 
-def _validate_warmstart(ws: WarmStartConfig) -> None:
-    """model.warmstart: TxD levels and a positive stop step."""
-    for lv in ws.levels:
+def _check_levels(key: str, levels, expected: str) -> None:
+    for lv in levels:
         try:
             parse_level(lv)
         except ValueError as exc:
-            raise _err("model.warmstart.levels", f"a list of TxD levels ({exc})", list(ws.levels)) from None
+            raise _err(key, f"{expected} ({exc})", list(levels)) from None
+
+
+def _validate_warmstart(ws: WarmStartConfig) -> None:
+    """model.warmstart: TxD levels and a positive stop step."""
+    _check_levels("model.warmstart.levels", ws.levels, "a list of TxD levels")
     if ws.stop_at_step is not None:
         _positive("model.warmstart.stop_at_step", ws.stop_at_step)
 
 
 def _validate_embedded(d: DataConfig) -> None:
     """data, embedded task: TxD levels and per-level split sizes within the held-out pool."""
-    for lv in d.levels:
-        try:
-            parse_level(lv)
-        except ValueError as exc:
-            raise _err("data.levels", f"a list of TxD levels such as 2x1 ({exc})", list(d.levels)) from None
+    _check_levels("data.levels", d.levels, "a list of TxD levels such as 2x1")
     if not d.levels:
         raise _err("data.levels", "a non-empty list", list(d.levels))
     _positive("data.train_per_level", d.train_per_level)
