@@ -22,7 +22,9 @@ BASE_ENV = {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "RAY_DEDUP
 
 
 class ResourceError(AdaRayError, RuntimeError):
-    pass
+    """The config asks for what the cluster does not have (resources, a shared output dir)."""
+
+    exit_code = 2
 
 
 @dataclass

@@ -2,8 +2,8 @@
 
 Each is a mistake or a failure the message explains on its own (it names the file, key, field or
 resource and what was expected), so `ada-ray` prints it on one line and exits with the class's
-`exit_code`: 2 for bad input (config, data, model files), 1 for a run that could not go on
-(resources, training, a dead actor). Anything else that escapes is a bug and keeps its traceback.
+`exit_code`: 2 for bad input (config, data, model files, a config the cluster cannot host), 1
+for a run that could not go on (training, a dead actor). Anything else that escapes is a bug and keeps its traceback.
 The subclasses also derive from the builtin they replace (ValueError, FileNotFoundError,
 RuntimeError), so callers that catch those keep working. No imports: algo/ and the CLI may use it
 without pulling in Ray.

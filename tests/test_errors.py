@@ -18,7 +18,7 @@ def test_every_user_error_has_one_base_and_its_builtin():
 
     for cls, builtin, code in ((ConfigError, ValueError, 2), (DataError, ValueError, 2),
                                (ModelError, FileNotFoundError, 2), (ShippedPolicyError, FileNotFoundError, 2),
-                               (ResourceError, RuntimeError, 1), (TrainingError, RuntimeError, 1),
+                               (ResourceError, RuntimeError, 2), (TrainingError, RuntimeError, 1),
                                (RuntimeFailure, RuntimeError, 1)):
         assert issubclass(cls, AdaRayError) and issubclass(cls, builtin), cls
         assert cls("x").exit_code == code, cls
