@@ -19,7 +19,6 @@ import importlib
 import json
 import multiprocessing as mp
 import os
-import socket
 import time
 import traceback
 from pathlib import Path
@@ -58,27 +57,30 @@ def environment() -> dict:
     return env
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _init_single_rank(device: torch.device) -> None:
-    """torch.distributed's default group of one rank (DeepSpeed needs one), as the Learner actor makes it."""
+def _init_single_rank(device: torch.device) -> bool:
+    """torch.distributed's default group of one rank (DeepSpeed needs one), made as the Learner actor
+    makes it: from a TCPStore on a socket we bind to 127.0.0.1 (a store torch binds itself listens on
+    every interface). True when this call created it (the caller destroys it)."""
     import torch.distributed as dist
 
     from ada_ray.learner_core import set_local_dist_env, skip_deepspeed_shm_build
+    from ada_ray.sync.process_group import bound_listen_socket, make_store
 
     if device.type == "cpu":
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
-    set_local_dist_env(0, 1, "127.0.0.1", _free_port())
     skip_deepspeed_shm_build()
     import deepspeed
 
-    if not dist.is_initialized():
-        deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo",
-                                   auto_mpi_discovery=False)
+    if dist.is_initialized():
+        return False
+    sock = bound_listen_socket("127.0.0.1")
+    port = sock.getsockname()[1]
+    set_local_dist_env(0, 1, "127.0.0.1", port)
+    store = make_store("127.0.0.1", port, 1, True, 120.0, sock)
+    sock.detach()  # the store owns the listening fd now
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", store=store, rank=0, world_size=1)
+    deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo", auto_mpi_discovery=False)
+    return True
 
 
 def qwen2(shape: dict, device: torch.device, seed: int = 0):
@@ -297,7 +299,20 @@ def run(out_dir: Path = Path("results"), steps: int = 4, smoke: bool = False) ->
     dev = "cuda:0" if cuda else "cpu"
     result: dict = {"device": str(device), "environment": environment(), "parts": {}}
     parts = result["parts"]
-    _init_single_rank(device)
+    created = _init_single_rank(device)
+    try:
+        _run_parts(parts, device, cuda, big, dev, steps)
+    finally:
+        if created:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+    write_result(out_dir, "gpu", result)
+    (out_dir / "gpu_table.md").write_text(format_table(result) + "\n")
+    return result
+
+
+def _run_parts(parts: dict, device: torch.device, cuda: bool, big: dict, dev: str, steps: int) -> None:
     parts["learner_embedded"] = _guard("learner_embedded", lambda: learner_check(
         embedded_policy(device), device, cuda, 2 if cuda else 0, steps, 256 if cuda else 16, 16, 8, 256))
     if cuda:
@@ -308,9 +323,6 @@ def run(out_dir: Path = Path("results"), steps: int = 4, smoke: bool = False) ->
         parts["bus_nccl"] = _guard("bus_nccl", lambda: bus_check("nccl", big, "cuda:0", "cuda:1", 3, timeout_s=90.0))
     elif cuda:
         parts["bus_nccl"] = {"backend": "nccl", "skipped": ONE_GPU_NCCL}
-    write_result(out_dir, "gpu", result)
-    (out_dir / "gpu_table.md").write_text(format_table(result) + "\n")
-    return result
 
 
 def _row(name: str, p: dict, ok: bool, detail: str) -> str:
