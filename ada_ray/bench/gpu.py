@@ -57,10 +57,11 @@ def environment() -> dict:
     return env
 
 
-def _init_single_rank(device: torch.device) -> bool:
+def _init_single_rank(device: torch.device) -> None:
     """torch.distributed's default group of one rank (DeepSpeed needs one), made as the Learner actor
     makes it: from a TCPStore on a socket we bind to 127.0.0.1 (a store torch binds itself listens on
-    every interface). True when this call created it (the caller destroys it)."""
+    every interface). It stays for the process's life: DeepSpeed's comm layer keeps a handle to it,
+    so destroying it would break a later DeepSpeed engine in the same process."""
     import torch.distributed as dist
 
     from ada_ray.learner_core import set_local_dist_env, skip_deepspeed_shm_build
@@ -72,7 +73,7 @@ def _init_single_rank(device: torch.device) -> bool:
     import deepspeed
 
     if dist.is_initialized():
-        return False
+        return
     sock = bound_listen_socket("127.0.0.1")
     port = sock.getsockname()[1]
     set_local_dist_env(0, 1, "127.0.0.1", port)
@@ -80,7 +81,6 @@ def _init_single_rank(device: torch.device) -> bool:
     sock.detach()  # the store owns the listening fd now
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo", store=store, rank=0, world_size=1)
     deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo", auto_mpi_discovery=False)
-    return True
 
 
 def qwen2(shape: dict, device: torch.device, seed: int = 0):
@@ -299,14 +299,8 @@ def run(out_dir: Path = Path("results"), steps: int = 4, smoke: bool = False) ->
     dev = "cuda:0" if cuda else "cpu"
     result: dict = {"device": str(device), "environment": environment(), "parts": {}}
     parts = result["parts"]
-    created = _init_single_rank(device)
-    try:
-        _run_parts(parts, device, cuda, big, dev, steps)
-    finally:
-        if created:
-            import torch.distributed as dist
-
-            dist.destroy_process_group()
+    _init_single_rank(device)
+    _run_parts(parts, device, cuda, big, dev, steps)
     write_result(out_dir, "gpu", result)
     (out_dir / "gpu_table.md").write_text(format_table(result) + "\n")
     return result
