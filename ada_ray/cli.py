@@ -2,7 +2,7 @@
 
 CONFIG is a YAML file or a preset name from conf/ (default: conf/default.yaml); key=value pairs
 are dotted overrides (algo.n=8). Commands:
-  train        run Reinforce-Ada / GRPO / DAPO training on Ray (driver: ada_ray.trainer)
+  train        run Reinforce-Ada / GRPO / DAPO training on Ray (driver: ada_ray.driver.trainer)
   warmstart    build (or reuse) the embedded base policy and report its pass-rate histogram
   eval         avg@k and pass@k on the eval split: `ada-ray eval CHECKPOINT [key=value ...]` (a training
                checkpoint, a run's final/ folder, or any HF folder), or of model.path
@@ -159,7 +159,7 @@ def loopback_ray(address: Optional[str] = None) -> None:
 
 def cmd_train(cfg, args) -> int:
     loopback_ray(cfg.trainer.ray_address)
-    from ada_ray.trainer import train
+    from ada_ray.driver.trainer import train
 
     return train(cfg, config_name=Path(str(args.config)).stem if args.config else None)
 

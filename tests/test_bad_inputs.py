@@ -167,7 +167,7 @@ def test_18_port_in_use():
 
 
 def test_20_21_checkpoint_checks(tmp_path):
-    from ada_ray import checkpoint as ckpt
+    from ada_ray.driver import checkpoint as ckpt
     from ada_ray.config import to_dict
 
     saved = to_dict(load_config(None, ["algo.n=4"]))

@@ -12,9 +12,9 @@ from ada_ray.errors import AdaRayError, InputError
 
 
 def test_every_user_error_has_one_base_and_its_builtin():
-    from ada_ray.cluster import ResourceError
-    from ada_ray.runtime import RuntimeFailure
-    from ada_ray.trainer import TrainingError
+    from ada_ray.driver.cluster import ResourceError
+    from ada_ray.driver.runtime import RuntimeFailure
+    from ada_ray.driver.trainer import TrainingError
 
     for cls, builtin, code in ((ConfigError, ValueError, 2), (DataError, ValueError, 2),
                                (ModelError, FileNotFoundError, 2), (ShippedPolicyError, FileNotFoundError, 2),

@@ -52,7 +52,7 @@ class Learner:
         import torch
 
         from ada_ray.algo.loss import LossConfig
-        from ada_ray.learner_core import LearnerCore, make_deepspeed_engine, set_local_dist_env, skip_deepspeed_shm_build
+        from ada_ray.learner.core import LearnerCore, make_deepspeed_engine, set_local_dist_env, skip_deepspeed_shm_build
 
         if not self.use_gpu:
             os.environ.setdefault("DS_ACCELERATOR", "cpu")
@@ -104,7 +104,7 @@ class Learner:
 
     def train_step(self, minibatches: list, version: int) -> dict:
         """minibatches: [(rows as dicts, global tokens, global seqs)]; returns metrics."""
-        from ada_ray.learner_core import Row
+        from ada_ray.learner.core import Row
 
         t0 = time.perf_counter()
         batches = [([Row(**r) for r in rows], tok, seqs) for rows, tok, seqs in minibatches]
@@ -120,7 +120,7 @@ class Learner:
         return metrics
 
     def logprobs(self, rows: list) -> list:
-        from ada_ray.learner_core import Row
+        from ada_ray.learner.core import Row
 
         return self.core.logprobs([Row(**r) for r in rows])
 

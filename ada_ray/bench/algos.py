@@ -57,7 +57,7 @@ def _stat(vals: list[float]) -> dict:
 
 def run(budget: int = 60000, seeds: int = 3, out_dir: Path = Path("results"), smoke: bool = False,
         overrides: list[str] | None = None) -> dict:
-    from ada_ray.trainer import train
+    from ada_ray.driver.trainer import train
 
     methods = METHODS
     if smoke:

@@ -58,32 +58,6 @@ def environment() -> dict:
     return env
 
 
-def _init_single_rank(device: torch.device) -> None:
-    """torch.distributed's default group of one rank (DeepSpeed needs one), made as the Learner actor
-    makes it: from a TCPStore on a socket we bind to 127.0.0.1 (a store torch binds itself listens on
-    every interface). It stays for the process's life: DeepSpeed's comm layer keeps a handle to it,
-    so destroying it would break a later DeepSpeed engine in the same process."""
-    import torch.distributed as dist
-
-    from ada_ray.learner_core import set_local_dist_env, skip_deepspeed_shm_build
-    from ada_ray.sync.process_group import bound_listen_socket, make_store
-
-    if device.type == "cpu":
-        os.environ.setdefault("DS_ACCELERATOR", "cpu")
-    skip_deepspeed_shm_build()
-    import deepspeed
-
-    if dist.is_initialized():
-        return
-    sock = bound_listen_socket("127.0.0.1")
-    port = sock.getsockname()[1]
-    set_local_dist_env(0, 1, "127.0.0.1", port)
-    store = make_store("127.0.0.1", port, 1, True, 120.0, sock)
-    sock.detach()  # the store owns the listening fd now
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", store=store, rank=0, world_size=1)
-    deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo", auto_mpi_discovery=False)
-
-
 def qwen2(shape: dict, device: torch.device, seed: int = 0):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -105,7 +79,7 @@ def embedded_policy(device: torch.device):
 def sample_rows(model, n: int, prompt_len: int, completion_len: int, device: torch.device, seed: int = 0) -> list:
     """n rows: random prompts, completions sampled from `model` (fp32, temperature 1), with the fp32
     per-token log-probs as behaviour log-probs and standard-normal advantages."""
-    from ada_ray.learner_core import Row, sequence_logprobs
+    from ada_ray.learner.core import Row, sequence_logprobs
 
     g = torch.Generator(device="cpu").manual_seed(seed)
     vocab = model.config.vocab_size
@@ -134,7 +108,7 @@ def learner_check(model, device: torch.device, bf16: bool, zero_stage: int, step
                   prompt_len: int, completion_len: int, micro: int) -> dict:
     """`steps` LearnerCore training steps on one batch of sampled rows; the first is a warm-up."""
     from ada_ray.algo.loss import LossConfig
-    from ada_ray.learner_core import LearnerCore, make_deepspeed_engine
+    from ada_ray.learner.core import LearnerCore, make_deepspeed_engine
 
     t0 = time.perf_counter()
     rows = sample_rows(model, n_rows, prompt_len, completion_len, device)
@@ -299,7 +273,9 @@ def run(out_dir: Path = Path("results"), steps: int = 4, smoke: bool = False) ->
     dev = "cuda:0" if cuda else "cpu"
     result: dict = {"device": str(device), "environment": environment(), "parts": {}}
     parts = result["parts"]
-    _init_single_rank(device)
+    from ada_ray.learner.core import init_single_rank_group
+
+    init_single_rank_group(device)
     _run_parts(parts, device, cuda, big, dev, steps)
     write_result(out_dir, "gpu", result)
     (out_dir / "gpu_table.md").write_text(format_table(result) + "\n")

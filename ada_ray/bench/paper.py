@@ -124,7 +124,7 @@ def summarize(runs: dict[str, list[dict]], base: dict, steps: int, batch: int) -
 
 def run(steps: int = 100, batch: int = 32, seeds: int = 3, eval_every: int = 25, out_dir: Path = Path("results"),
         smoke: bool = False, overrides: list[str] | None = None, methods: str | None = None) -> dict:
-    from ada_ray.trainer import train
+    from ada_ray.driver.trainer import train
 
     chosen = METHODS
     if methods:

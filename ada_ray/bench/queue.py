@@ -59,7 +59,7 @@ def pure_ops(prompts: int, batch: int, steps: int) -> dict:
 def actor_round_trips(n: int) -> dict:
     import ray
 
-    from ada_ray import cluster as cl
+    from ada_ray.driver import cluster as cl
     from ada_ray.actors.prompt_queue import PromptQueue
 
     cfg = load_config("ada_seq_balance", ["trainer.batch_prompts=64", "trainer.total_steps=1000000"])

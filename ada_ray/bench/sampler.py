@@ -39,7 +39,7 @@ class BareVLLM:
 def run(out_dir: Path = Path("results"), smoke: bool = False, overrides: list[str] | None = None) -> dict:
     from transformers import AutoTokenizer
 
-    from ada_ray import cluster as cl
+    from ada_ray.driver import cluster as cl
     from ada_ray.actors.prompt_queue import PromptQueue
     from ada_ray.actors.sampler import Sampler
     from ada_ray.algo.scheduler import item_seed

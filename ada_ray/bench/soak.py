@@ -147,7 +147,7 @@ def plot(samples, out: Path) -> Path:
 
 def run(steps: int = 300, out_dir: Path = Path("results"), smoke: bool = False, hog: int = 1,
         interval: float = 5.0, overrides: list[str] | None = None) -> dict:
-    from ada_ray.trainer import train
+    from ada_ray.driver.trainer import train
 
     if smoke:
         steps, interval = 6, 1.0

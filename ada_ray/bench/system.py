@@ -51,7 +51,7 @@ def summarize(metrics_file: Path, skip: int) -> dict:
 
 def run(steps: int = 30, skip: int = 5, out_dir: Path = Path("results"), smoke: bool = False,
         overrides: list[str] | None = None, rows=None) -> dict:
-    from ada_ray.trainer import train
+    from ada_ray.driver.trainer import train
 
     if smoke:
         steps, skip = 3, 1

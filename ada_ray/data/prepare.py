@@ -22,7 +22,7 @@ from typing import Callable, Optional
 
 from ada_ray.config import AdaRayConfig
 from ada_ray.data.datasets import DataError, Record, load_records, render_prompt
-from ada_ray.output_paths import resolve_output_dir
+from ada_ray.driver.output_paths import resolve_output_dir
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def prepare(cfg: AdaRayConfig, make_engine: Callable, make_scorer: Callable, log
     `make_engine()` returns a generation engine with `.tokenizer` and `.generate(...)` (VLLMEngine);
     `make_scorer()` a SafeScorer. Both are made only if some prompt still needs scoring."""
     from ada_ray.evaluate import count_correct, histogram
-    from ada_ray.progress import Progress
+    from ada_ray.driver.progress import Progress
 
     pc = cfg.prepare
     k, band = pc.samples_per_prompt, Band(pc.max_pass_rate, pc.min_correct)

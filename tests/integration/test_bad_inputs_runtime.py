@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from ada_ray.cluster import ResourceError
+from ada_ray.driver.cluster import ResourceError
 from ada_ray.config import load_config
-from ada_ray.trainer import TrainingError, train
+from ada_ray.driver.trainer import TrainingError, train
 from tests.integration.conftest import tiny_overrides
 
 pytestmark = pytest.mark.slow

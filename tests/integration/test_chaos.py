@@ -16,7 +16,7 @@ import time
 import pytest
 
 from ada_ray.config import load_config
-from ada_ray.trainer import train
+from ada_ray.driver.trainer import train
 from tests.integration.conftest import tiny_overrides
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ import json
 import pytest
 
 from ada_ray.config import load_config
-from ada_ray.trainer import train
+from ada_ray.driver.trainer import train
 
 pytestmark = pytest.mark.slow
 

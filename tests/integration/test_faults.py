@@ -14,12 +14,12 @@ import time
 import pytest
 import ray
 
-from ada_ray import cluster as cl
+from ada_ray.driver import cluster as cl
 from ada_ray.algo.types import Signal
 from ada_ray.config import load_config
 from ada_ray.data.datasets import load_splits
-from ada_ray.runtime import Runtime
-from ada_ray.step_metrics import cohort_metrics
+from ada_ray.driver.runtime import Runtime
+from ada_ray.driver.step_metrics import cohort_metrics
 from tests.integration.conftest import tiny_overrides
 from tests.integration.test_ray_job import stop_cluster
 

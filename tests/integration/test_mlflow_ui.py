@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 
 from ada_ray.config import load_config
-from ada_ray.trainer import train
+from ada_ray.driver.trainer import train
 from tests.integration.conftest import mlflow_server_at, tiny_overrides
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ada_ray.config import load_config
-from ada_ray.trainer import train
+from ada_ray.driver.trainer import train
 from tests.integration.conftest import free_port, mlflow_server_at, tiny_overrides
 
 pytestmark = pytest.mark.slow
@@ -65,7 +65,7 @@ def test_tracking_server_down_run_completes(ray_cluster, tmp_path, capsys):
 
 def test_tracker_buffers_until_server_returns(tmp_path):
     """Unit-level: metrics logged while the server is down arrive once it answers."""
-    from ada_ray.tracking import Tracker
+    from ada_ray.driver.tracking import Tracker
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -176,7 +176,7 @@ def test_plots_are_valid_pngs(ray_cluster, tmp_path):
 def test_tracker_resumes_the_recorded_run_or_starts_a_new_one(tmp_path):
     """On resume the checkpoint's MLflow run id is attached to; an id the store does not know
     (e.g. the run was deleted) starts a new run with a log line instead of failing."""
-    from ada_ray.tracking import Tracker
+    from ada_ray.driver.tracking import Tracker
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     for d in "abc":

@@ -8,10 +8,10 @@ import time
 import pytest
 import ray
 
-from ada_ray import cluster as cl
+from ada_ray.driver import cluster as cl
 from ada_ray.config import load_config
 from ada_ray.data.datasets import load_splits
-from ada_ray.runtime import Runtime
+from ada_ray.driver.runtime import Runtime
 from tests.integration.conftest import tiny_overrides
 
 pytestmark = pytest.mark.slow

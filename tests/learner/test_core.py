@@ -4,34 +4,20 @@ direction of the advantages, skips a non-finite step, and keeps data-parallel de
 from __future__ import annotations
 
 import math
-import os
-import socket
 
 import pytest
 import torch
 
 from ada_ray.algo.loss import LossConfig
 from ada_ray.config import LearnerConfig
-from ada_ray.learner_core import LearnerCore, Row, make_deepspeed_engine, pad_rows, skip_deepspeed_shm_build
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from ada_ray.learner.core import LearnerCore, Row, init_single_rank_group, make_deepspeed_engine, pad_rows
 
 
 @pytest.fixture(scope="module")
 def ds_world():
-    import deepspeed
-    import torch.distributed as dist
-
-    os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-                       "MASTER_PORT": str(_free_port()), "DS_ACCELERATOR": "cpu", "GLOO_SOCKET_IFNAME": "lo"})
-    skip_deepspeed_shm_build()
-    deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False)
+    """One gloo rank, its store bound to 127.0.0.1; kept for the process (DeepSpeed holds a handle)."""
+    init_single_rank_group(torch.device("cpu"))
     yield
-    dist.destroy_process_group()
 
 
 def _core(lr=1e-2, **loss_kw):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ada_ray import cluster as cl
+from ada_ray.driver import cluster as cl
 from ada_ray.config import ConfigError, load_config
 
 

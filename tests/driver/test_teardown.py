@@ -3,7 +3,7 @@
 import pytest
 
 from ada_ray import cli
-from ada_ray.trainer import TrainingError, teardown
+from ada_ray.driver.trainer import TrainingError, teardown
 
 
 def _boom(msg):

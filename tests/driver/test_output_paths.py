@@ -1,8 +1,8 @@
-"""ada_ray/output_paths.py: a relative trainer.output_dir never lands in a Ray job's temporary package."""
+"""ada_ray/driver/output_paths.py: a relative trainer.output_dir never lands in a Ray job's temporary package."""
 
 from pathlib import Path
 
-from ada_ray.output_paths import resolve_output_dir
+from ada_ray.driver.output_paths import resolve_output_dir
 
 JOB_PKG = Path("/tmp/ray/session_2026/runtime_resources/working_dir_files/_ray_pkg_0123abcd")
 
@@ -29,7 +29,7 @@ def test_absolute_and_home_paths_are_used_as_given(tmp_path):
 
 
 def test_probe_files_the_driver_cannot_read_are_named(tmp_path):
-    from ada_ray.runtime import unseen_probes
+    from ada_ray.driver.runtime import unseen_probes
 
     (tmp_path / "learner_0").write_text("10.0.0.1")
     (tmp_path / "learner_2").write_text("10.0.0.9")  # another node's file with the same name

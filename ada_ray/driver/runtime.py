@@ -15,12 +15,12 @@ from typing import Any, Optional
 
 import ray
 
-from ada_ray import cluster as cl
+from ada_ray.driver import cluster as cl
 from ada_ray.actors.learner import Learner
 from ada_ray.actors.prompt_queue import PromptQueue
 from ada_ray.actors.sampler import Sampler
 from ada_ray.algo.types import Signal
-from ada_ray.batching import learner_shares
+from ada_ray.learner.batching import learner_shares
 from ada_ray.config import AdaRayConfig, to_dict
 from ada_ray.errors import AdaRayError
 from ada_ray.sync.process_group import bus_backend

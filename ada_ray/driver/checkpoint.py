@@ -7,7 +7,7 @@ accounting) and ``trainer.json`` (step, config, MLflow run id). It is written in
 folder and renamed into place, then ``latest`` is replaced atomically, so a crash at any moment
 leaves the previous checkpoint intact. Nothing that can run code is unpickled on load: JSON,
 safetensors, and DeepSpeed's state through a ``torch.load(weights_only=True)`` checkpoint engine
-(``learner_core.weights_only_checkpoint_engine``).
+(``ada_ray.learner.core.weights_only_checkpoint_engine``).
 """
 
 from __future__ import annotations

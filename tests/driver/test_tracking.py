@@ -16,9 +16,9 @@ import pytest
 from ada_ray.algo.types import Prompt
 from ada_ray.config import load_config
 from ada_ray.data.datasets import PromptSet
-from ada_ray.tracking import Tracker, config_hash, git_commit, run_tags
+from ada_ray.driver.tracking import Tracker, config_hash, git_commit, run_tags
 
-EMBEDDED_POLICY = Path(__file__).resolve().parents[1] / "ada_ray" / "data" / "embedded_policy"
+EMBEDDED_POLICY = Path(__file__).resolve().parents[2] / "ada_ray" / "data" / "embedded_policy"
 
 
 def prompt_set(n: int, source: str) -> PromptSet:

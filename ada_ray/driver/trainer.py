@@ -21,13 +21,13 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from ada_ray import checkpoint as ckpt
+from ada_ray.driver import checkpoint as ckpt
 from ada_ray.algo.types import Signal
 from ada_ray.config import AdaRayConfig, flatten, to_yaml
 from ada_ray.errors import AdaRayError
-from ada_ray.output_paths import resolve_output_dir
-from ada_ray.restarts import what_died
-from ada_ray.step_metrics import cohort_metrics
+from ada_ray.driver.output_paths import resolve_output_dir
+from ada_ray.driver.restarts import what_died
+from ada_ray.driver.step_metrics import cohort_metrics
 
 
 class TrainingError(AdaRayError, RuntimeError):
@@ -67,12 +67,12 @@ def sampler_deltas(prev: list[dict], cur: list[dict]) -> dict[str, float]:
 def train(cfg: AdaRayConfig, log=print, config_name: Optional[str] = None) -> int:
     from transformers import AutoTokenizer
 
-    from ada_ray import cluster as cl
+    from ada_ray.driver import cluster as cl
     from ada_ray.data.datasets import check_batch, load_splits
     from ada_ray.data.warmstart import resolve_model_path
-    from ada_ray.progress import Progress
-    from ada_ray.runtime import Runtime
-    from ada_ray.tracking import Tracker, run_tags
+    from ada_ray.driver.progress import Progress
+    from ada_ray.driver.runtime import Runtime
+    from ada_ray.driver.tracking import Tracker, run_tags
 
     run_dir = run_dir_for(cfg)
     resume_from = ckpt.resolve_resume(cfg, run_dir)
@@ -319,7 +319,7 @@ def save_final_policy(rt, run_dir: Path, step: int, model_path: str) -> Path:
 
 
 def finish_artifacts(run_dir: Path, tracker, final_dir: Path, log) -> None:
-    from ada_ray.plots import make_plots
+    from ada_ray.driver.plots import make_plots
 
     try:
         for p in make_plots(run_dir):

@@ -285,3 +285,28 @@ def weights_only_checkpoint_engine(ds_config=None):
 def set_local_dist_env(rank: int, world_size: int, master_addr: str, master_port: int) -> None:
     os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": "0",
                        "MASTER_ADDR": master_addr, "MASTER_PORT": str(master_port)})
+
+
+def init_single_rank_group(device: torch.device) -> None:
+    """torch.distributed's default group of one rank (DeepSpeed needs one), made as the Learner actor
+    makes its group: from a TCPStore on a socket we bind to 127.0.0.1 (a store torch binds itself listens on
+    every interface). It stays for the process's life: DeepSpeed's comm layer keeps a handle to it,
+    so destroying it would break a later DeepSpeed engine in the same process."""
+    import torch.distributed as dist
+
+    from ada_ray.sync.process_group import bound_listen_socket, make_store
+
+    if device.type == "cpu":
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    skip_deepspeed_shm_build()
+    import deepspeed
+
+    if dist.is_initialized():
+        return
+    sock = bound_listen_socket("127.0.0.1")
+    port = sock.getsockname()[1]
+    set_local_dist_env(0, 1, "127.0.0.1", port)
+    store = make_store("127.0.0.1", port, 1, True, 120.0, sock)
+    sock.detach()  # the store owns the listening fd now
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", store=store, rank=0, world_size=1)
+    deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo", auto_mpi_discovery=False)

@@ -1,12 +1,12 @@
-"""ada_ray/restarts.py: which failures a run heals by rebuilding its runtime."""
+"""ada_ray/driver/restarts.py: which failures a run heals by rebuilding its runtime."""
 
 import ray.exceptions as rex
 import torch.distributed as dist
 
 from ada_ray.config import ConfigError
-from ada_ray.restarts import what_died
-from ada_ray.runtime import RuntimeFailure
-from ada_ray.trainer import TrainingError
+from ada_ray.driver.restarts import what_died
+from ada_ray.driver.runtime import RuntimeFailure
+from ada_ray.driver.trainer import TrainingError
 
 
 def test_dead_actors_timeouts_and_broken_collectives_are_healed():

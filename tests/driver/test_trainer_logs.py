@@ -2,7 +2,7 @@
 
 import json
 
-from ada_ray.trainer import truncate_logs
+from ada_ray.driver.trainer import truncate_logs
 
 
 def test_truncate_logs_keeps_what_the_resumed_step_had(tmp_path):

@@ -24,7 +24,7 @@ def what_died(exc: BaseException) -> Optional[str]:
     """A one-line description when `exc` is a failure a rebuilt runtime heals, else None."""
     import ray.exceptions as rex
 
-    from ada_ray.runtime import RuntimeFailure
+    from ada_ray.driver.runtime import RuntimeFailure
 
     if isinstance(exc, (rex.RayActorError, rex.ActorUnavailableError)):
         return f"an actor died ({_first_line(exc)})"
