@@ -1,4 +1,6 @@
-"""Per-step training metrics from a completed cohort (pure): what the paper's analysis needs.
+"""Per-step metrics. `cohort_metrics` (pure): what the paper's analysis needs from a completed
+cohort; `SystemMeter`: the step's sampler, queue, timing and throughput figures, from the stats the
+runtime hands over; `StepTimer`: the wall-clock split of a step.
 
 round0_reward is the training reward (the first round's samples per prompt; the kept batch is
 ~50% positive by construction for ada_seq_balance and says nothing about the policy).
@@ -6,6 +8,7 @@ round0_reward is the training reward (the first round's samples per prompt; the 
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from typing import Sequence
 
@@ -56,3 +59,57 @@ def cohort_metrics(res: CohortResult, step: int, max_rounds: int) -> dict[str, f
 def pool_pass_rates(res: CohortResult) -> list[float]:
     """Per-prompt pass rate over its whole pool (the p-hat histogram)."""
     return [g.pool_positives / g.pool_size for g in list(res.groups) + list(res.dropped) if g.pool_size]
+
+
+class StepTimer:
+    """Wall-clock split of a step into named parts."""
+
+    def __init__(self):
+        self.t = time.perf_counter()
+        self.parts: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.parts[name] = self.parts.get(name, 0.0) + now - self.t
+        self.t = now
+
+
+def sampler_deltas(prev: list[dict], cur: list[dict]) -> dict[str, float]:
+    busy = sum(c["busy_s"] - p["busy_s"] for p, c in zip(prev, cur))
+    idle = sum(c["idle_s"] - p["idle_s"] for p, c in zip(prev, cur))
+    upd = sum(c["update_s"] - p["update_s"] for p, c in zip(prev, cur))
+    tokens = sum(c["tokens"] - p["tokens"] for p, c in zip(prev, cur))
+    total = busy + idle + upd
+    return {"sampler/idle_ratio": idle / total if total > 0 else 0.0, "sampler/tokens": float(tokens)}
+
+
+class SystemMeter:
+    """The system side of a step's metrics: it keeps the previous step's sampler stats, so each
+    `read` reports this step's deltas (idle ratio, tokens) next to the running totals."""
+
+    def __init__(self, rt):
+        self.rt = rt
+        self.prev = rt.sampler_stats()
+        self.t_start = time.time()
+
+    def read(self, timer: StepTimer, m: dict) -> dict[str, float]:
+        """This step's figures; `m` must already hold train/groups and the learner's metrics."""
+        cur = self.rt.sampler_stats()
+        out = sampler_deltas(self.prev, cur)
+        self.prev = cur
+        for i, st in enumerate(cur):
+            out[f"sampler/{i}/samples_total"] = float(st["samples"])
+            out[f"sampler/{i}/version"] = float(st["version"])
+        out["sampler/replaced_total"] = float(self.rt.replaced)
+        q = self.rt.queue_stats()
+        out.update({"queue/busy_s_total": q["busy_s"], "queue/calls_total": float(q["calls"]),
+                    "time/elapsed": self.elapsed()})
+        step_s = sum(timer.parts.values())
+        out.update({f"time/{k}": v for k, v in timer.parts.items()})
+        out.update({"time/step": step_s, "perf/groups_per_s": m["train/groups"] / step_s,
+                    "perf/tokens_per_s": out["sampler/tokens"] / step_s,
+                    "learner/idle_ratio": max(0.0, 1.0 - m.get("learner/train_seconds", 0.0) / step_s)})
+        return out
+
+    def elapsed(self) -> float:
+        return time.time() - self.t_start

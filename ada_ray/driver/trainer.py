@@ -1,230 +1,189 @@
 """The driver loop: `ada-ray train`. Reads like the algorithm it runs.
 
-    build the runtime (queue, samplers, learners, weight bus) from the config; resume if asked
+    set up: check every input, open the run dir and MLflow (driver/run_setup.py); connect to Ray
+    build the runtime (queue, samplers, learners, weight bus); resume if asked
     for step in steps:
         cohort  <- wait for the B groups of this step (admission control bounds their staleness)
         metrics <- learners train on them (one DeepSpeed step per mini-batch)
         broadcast the new weights to every sampler; the queue learns the new version
         log; evaluate and checkpoint when due
+    a failure restarts.what_died names: rebuild from the last complete checkpoint and go on
     shut everything down; check the work accounting; plots and the final policy to MLflow
 
 Async mode (default) lets samplers run ahead up to trainer.max_staleness versions; sync mode
 samples each step's cohort with the current weights behind a round barrier, as the official
-implementation does.
+implementation does. The loop talks to the system only through the `DriverRuntime` verbs
+(driver/protocol.py), so tests/driver/test_train_loop.py drives it with a fake.
 """
 
 from __future__ import annotations
 
 import json
-import sys
-import time
+import shutil
+from functools import partial
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
-from ada_ray.driver import checkpoint as ckpt
 from ada_ray.algo.types import Signal
-from ada_ray.config import AdaRayConfig, flatten, to_yaml
-from ada_ray.errors import AdaRayError
-from ada_ray.driver.output_paths import resolve_output_dir
+from ada_ray.config import AdaRayConfig
+from ada_ray.driver import checkpoint as ckpt
+from ada_ray.driver.protocol import DriverRuntime
 from ada_ray.driver.restarts import what_died
-from ada_ray.driver.step_metrics import cohort_metrics
+from ada_ray.driver.run_files import RunFiles
+from ada_ray.driver.run_setup import RunSetup, set_up
+from ada_ray.driver.step_metrics import StepTimer, SystemMeter, cohort_metrics
+from ada_ray.errors import AdaRayError
 
 
 class TrainingError(AdaRayError, RuntimeError):
-    pass
-
-
-def run_dir_for(cfg: AdaRayConfig) -> Path:
-    name = cfg.trainer.run_name or time.strftime(f"%Y%m%d-%H%M%S-{cfg.algo.name}")
-    base, note = resolve_output_dir(cfg.trainer.output_dir)
-    if note:
-        print(f"ada-ray: {note}", file=sys.stderr)
-    return base / name
-
-
-class StepTimer:
-    """Wall-clock split of a step into named parts."""
-
-    def __init__(self):
-        self.t = time.perf_counter()
-        self.parts: dict[str, float] = {}
-
-    def lap(self, name: str) -> None:
-        now = time.perf_counter()
-        self.parts[name] = self.parts.get(name, 0.0) + now - self.t
-        self.t = now
-
-
-def sampler_deltas(prev: list[dict], cur: list[dict]) -> dict[str, float]:
-    busy = sum(c["busy_s"] - p["busy_s"] for p, c in zip(prev, cur))
-    idle = sum(c["idle_s"] - p["idle_s"] for p, c in zip(prev, cur))
-    upd = sum(c["update_s"] - p["update_s"] for p, c in zip(prev, cur))
-    tokens = sum(c["tokens"] - p["tokens"] for p, c in zip(prev, cur))
-    total = busy + idle + upd
-    return {"sampler/idle_ratio": idle / total if total > 0 else 0.0, "sampler/tokens": float(tokens)}
+    """The run cannot go on: no cohort in time, a streak of non-finite losses."""
 
 
 def train(cfg: AdaRayConfig, log=print, config_name: Optional[str] = None) -> int:
-    from transformers import AutoTokenizer
-
+    """Set up, train (healing what restarts.what_died names), finish. The teardown always runs, every
+    part of it, and never hides the error that ended the run."""
     from ada_ray.driver import cluster as cl
-    from ada_ray.data.datasets import check_batch, load_splits
-    from ada_ray.data.warmstart import resolve_model_path
-    from ada_ray.driver.progress import Progress
     from ada_ray.driver.runtime import Runtime
-    from ada_ray.driver.tracking import Tracker, run_tags
 
-    run_dir = run_dir_for(cfg)
-    resume_from = ckpt.resolve_resume(cfg, run_dir)
-    meta = None
-    if resume_from is not None:
-        meta = ckpt.load_meta(resume_from)
-        ckpt.check_compatible(meta["config"], cfg, resume_from)
-    model_path = resolve_model_path(cfg, log)
-    tok = AutoTokenizer.from_pretrained(model_path)
-    train_set, eval_set = load_splits(cfg.data, tok)
-    check_batch(train_set, cfg.trainer.batch_prompts)  # before anything is written or started
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if resume_from is not None:
-        truncate_logs(run_dir, int(meta["step"]))
-    (run_dir / "config.yaml").write_text(to_yaml(cfg))
-    log(f"run dir {run_dir}\nmodel {model_path}\n{len(train_set.prompts)} train prompts"
-        + (f", {len(eval_set.prompts)} eval prompts" if eval_set else "")
-        + (f" ({train_set.dropped_too_long} dropped as longer than data.max_prompt_tokens)"
-           if train_set.dropped_too_long else ""))
-    tracker = Tracker(run_dir, cfg.tracking.enabled, cfg.tracking.uri, cfg.tracking.experiment, run_dir.name, log,
-                      resume_run_id=(meta or {}).get("mlflow_run_id"))
-    tracker.log_params(flatten(cfg))
-    tracker.set_tags(run_tags(cfg, model_path, config_name))
-    tracker.log_dataset(train_set, "training")
-    tracker.log_dataset(eval_set, "eval")
-    tracker.log_artifact(run_dir / "config.yaml")
-    cluster = cl.connect(cfg)
-    rt: Optional[Runtime] = None
-    status = "FAILED"
-    cause: Optional[BaseException] = None
-
-    def attempt(resume_from: Optional[Path], meta: Optional[dict], first: bool) -> int:
-        """Build the runtime (from `resume_from` when given) and train until the end; the step reached."""
-        nonlocal rt
-        rt = Runtime.build(cfg, cluster, model_path, train_set.prompts, log=log)
-        rt.check_shared_dir(run_dir)
-        step = restore(rt, resume_from, meta, log) if resume_from is not None else 0
-        evaluate = make_evaluator(rt, cfg, eval_set, tracker, run_dir)
-        if first and step == 0 and cfg.trainer.eval_every > 0 and cfg.trainer.eval_at_start:
-            evaluate(0, log)
-        rt.start_sampling()
-        progress = Progress(cfg.trainer.total_steps, cfg.trainer.progress, start=step, log=log)
+    run = set_up(cfg, log, config_name)  # every input is checked before anything starts
+    with RunFiles(run.run_dir) as files:
+        cluster, live = None, LiveRuntime()
+        status, cause = "FAILED", None
         try:
-            return train_steps(rt, cfg, run_dir, step, meta, evaluate, tracker, progress, model_path)
+            cluster = cl.connect(cfg)
+            build = partial(Runtime.build, cfg, cluster, run.model_path, run.train_set.prompts, log=log)
+            step, restarts = train_with_restarts(run, files, build, live)
+            finish(run, files, live, step, restarts)
+            status = "FINISHED"
+            return 0
+        except BaseException as exc:
+            cause = exc
+            raise
         finally:
-            progress.close()
+            teardown([("runtime shutdown", live.shutdown), ("tracking close", lambda: run.tracker.close(status)),
+                      ("cluster shutdown", lambda: cluster.shutdown() if cluster else None)], cause)
 
+
+class LiveRuntime:
+    """The runtime of the attempt in progress (none between attempts), for the teardown."""
+
+    def __init__(self):
+        self.rt: Optional[DriverRuntime] = None
+
+    def take(self) -> Optional[DriverRuntime]:
+        rt, self.rt = self.rt, None
+        return rt
+
+    def shutdown(self) -> Optional[dict]:
+        rt = self.take()
+        return rt.shutdown() if rt is not None else None
+
+
+def train_with_restarts(run: RunSetup, files: RunFiles, build: Callable[[], DriverRuntime],
+                        live: LiveRuntime) -> tuple[int, int]:
+    """Attempts until one ends; after a failure that restarts.what_died names (at most
+    trainer.max_restarts of them) a new runtime from `build()` resumes from the last complete
+    checkpoint. Returns (the step reached, restarts)."""
+    cfg, log = run.cfg, run.log
+    resume_from, meta, restarts = run.resume_from, run.meta, 0
+    while True:
+        try:
+            live.rt = build()
+            return attempt(live.rt, run, files, resume_from, meta, first=restarts == 0), restarts
+        except Exception as exc:  # noqa: BLE001 - what_died decides; anything else goes on up
+            what = what_died(exc)
+            if what is None or restarts >= cfg.trainer.max_restarts:
+                raise
+            restarts += 1
+            discard_runtime(live.take(), log)
+            resume_from = ckpt.find_latest(run.run_dir)
+            meta = ckpt.load_meta(resume_from) if resume_from is not None else None
+            at = int(meta["step"]) if meta else 0
+            files.truncate(at)
+            log(f"restart {restarts}/{cfg.trainer.max_restarts}: {what}; resuming from "
+                + (f"step {at} ({resume_from})" if meta else "the start (no checkpoint yet)"))
+
+
+def attempt(rt: DriverRuntime, run: RunSetup, files: RunFiles, resume_from: Optional[Path], meta: Optional[dict],
+            first: bool) -> int:
+    """On a freshly built runtime: restore (when resuming), evaluate at start, train to the end."""
+    from ada_ray.driver.progress import Progress
+
+    cfg = run.cfg
+    rt.check_shared_dir(run.run_dir)
+    step = restore(rt, resume_from, meta, run.log) if resume_from is not None else 0
+    evaluate = make_evaluator(rt, cfg, run.eval_set, run.tracker, files)
+    if first and step == 0 and cfg.trainer.eval_every > 0 and cfg.trainer.eval_at_start:
+        evaluate(0, run.log)
+    rt.start_sampling()
+    progress = Progress(cfg.trainer.total_steps, cfg.trainer.progress, start=step, log=run.log)
     try:
-        restarts = 0
-        while True:
-            try:
-                step = attempt(resume_from, meta, first=restarts == 0)
-                break
-            except Exception as exc:  # noqa: BLE001 - what_died decides; anything else goes on up
-                what = what_died(exc)
-                if what is None or restarts >= cfg.trainer.max_restarts:
-                    raise
-                restarts += 1
-                discard_runtime(rt, log)
-                rt = None
-                resume_from = ckpt.find_latest(run_dir)
-                meta = ckpt.load_meta(resume_from) if resume_from is not None else None
-                at = int(meta["step"]) if meta else 0
-                truncate_logs(run_dir, at)
-                log(f"restart {restarts}/{cfg.trainer.max_restarts}: {what}; resuming from "
-                    + (f"step {at} ({resume_from})" if meta else "the start (no checkpoint yet)"))
-        final_dir = save_final_policy(rt, run_dir, step, model_path)
-        accounting = rt.shutdown()
-        rt = None
-        (run_dir / "accounting.json").write_text(json.dumps(accounting, indent=2))
-        finish_artifacts(run_dir, tracker, final_dir, log)
-        log(f"done: {step} steps; accounting {accounting}" + (f"; {restarts} restart(s)" if restarts else ""))
-        status = "FINISHED"
-        return 0
-    except BaseException as exc:
-        cause = exc
-        raise
+        return train_steps(rt, run, files, step, meta, evaluate, progress)
     finally:
-        teardown([("runtime shutdown", lambda: rt.shutdown() if rt is not None else None),
-                  ("tracking close", lambda: tracker.close(status)), ("cluster shutdown", cluster.shutdown)], cause)
+        progress.close()
 
 
-def train_steps(rt, cfg: AdaRayConfig, run_dir: Path, step: int, meta: Optional[dict], evaluate, tracker, progress,
-                model_path: str) -> int:
+def train_steps(rt: DriverRuntime, run: RunSetup, files: RunFiles, step: int, meta: Optional[dict], evaluate,
+                progress) -> int:
     """The driver loop, from `step` to trainer.total_steps (or the data's or the sample budget's end):
     wait for a cohort, train on it, broadcast the new weights, log, evaluate and save when due."""
-    prev = rt.sampler_stats()
-    t_start = time.time()
+    cfg, t = run.cfg, run.cfg.trainer
+    meter = SystemMeter(rt)
     generated = float(meta.get("generated_samples", 0.0)) if meta else 0.0
-    with open(run_dir / "trained_prompts.jsonl", "a") as trained_log:  # audit: which prompts each step trained
-        while step < cfg.trainer.total_steps:
-            timer = StepTimer()
-            cohort = rt.wait_cohort(step, timeout_s=cfg.sampler.lease_timeout_s)
-            if cohort == Signal.TIMEOUT:
-                raise TrainingError(f"no cohort for step {step} within sampler.lease_timeout_s = "
-                                    f"{cfg.sampler.lease_timeout_s}s; queue: {rt.queue_stats()}")
-            if cohort == Signal.END:
-                progress.message(f"data exhausted after {step} steps")
-                break
-            timer.lap("wait")
-            generated += cohort.samples_generated
-            trained_log.write(json.dumps({"step": step, "prompts": [g.prompt_id for g in cohort.groups],
-                                          "dropped": [g.prompt_id for g in cohort.dropped]}) + "\n")
-            trained_log.flush()
-            m = cohort_metrics(cohort, step, cfg.algo.max_rounds)
-            m.update({f"learner/{k}": v for k, v in rt.train(cohort, step).items()})
-            timer.lap("train")
-            check_finite(m, cfg)
-            step += 1
-            m.update(rt.sync_weights(step))
-            timer.lap("sync")
-            prev = system_metrics(rt, prev, timer, t_start, m)
-            m["train/samples_generated_total"] = generated
-            budget_done = cfg.trainer.total_samples is not None and generated >= cfg.trainer.total_samples
-            last = step == cfg.trainer.total_steps or budget_done
-            if due(cfg.trainer.eval_every, step) or (last and cfg.trainer.final_eval):
-                m.update(evaluate(step, None))
-            tracker.log_metrics(step, m)
-            progress.update(step, m, _line(step, cfg.trainer.total_steps, m, time.time() - t_start))
-            if cfg.trainer.save_every > 0 and (due(cfg.trainer.save_every, step) or step == cfg.trainer.total_steps):
-                path = ckpt.save(run_dir, step, cfg, rt, model_path, {"mlflow_run_id": tracker.run_id,
-                                                                       "generated_samples": generated})
-                progress.message(f"checkpoint {path}")
-            if budget_done:
-                progress.message(f"sample budget reached: {generated:.0f} generated samples after {step} steps")
-                break
+    while step < t.total_steps:
+        timer = StepTimer()
+        cohort = next_cohort(rt, step, cfg)
+        if cohort is None:
+            progress.message(f"data exhausted after {step} steps")
+            break
+        timer.lap("wait")
+        generated += cohort.samples_generated
+        files.record_trained(step, cohort)
+        m = cohort_metrics(cohort, step, cfg.algo.max_rounds)
+        m.update({f"learner/{k}": v for k, v in rt.train(cohort, step).items()})
+        timer.lap("train")
+        check_finite(m, cfg)
+        step += 1
+        m.update(rt.sync_weights(step))
+        timer.lap("sync")
+        m.update(meter.read(timer, m))
+        m["train/samples_generated_total"] = generated
+        budget_done = t.total_samples is not None and generated >= t.total_samples
+        if due(t.eval_every, step) or (t.final_eval and (step == t.total_steps or budget_done)):
+            m.update(evaluate(step, None))
+        run.tracker.log_metrics(step, m)
+        progress.update(step, m, _line(step, t.total_steps, m, meter.elapsed()))
+        if t.save_every > 0 and (due(t.save_every, step) or step == t.total_steps):
+            path = ckpt.save(run.run_dir, step, cfg, rt, run.model_path,
+                             {"mlflow_run_id": run.tracker.run_id, "generated_samples": generated})
+            progress.message(f"checkpoint {path}")
+        if budget_done:
+            progress.message(f"sample budget reached: {generated:.0f} generated samples after {step} steps")
+            break
     return step
+
+
+def next_cohort(rt: DriverRuntime, step: int, cfg: AdaRayConfig):
+    """The cohort of `step`, or None when the data has run out; no cohort in time is an error."""
+    cohort = rt.wait_cohort(step, timeout_s=cfg.sampler.lease_timeout_s)
+    if cohort == Signal.TIMEOUT:
+        raise TrainingError(f"no cohort for step {step} within sampler.lease_timeout_s = "
+                            f"{cfg.sampler.lease_timeout_s}s; queue: {rt.queue_stats()}")
+    return None if cohort == Signal.END else cohort
+
+
+def finish(run: RunSetup, files: RunFiles, live: LiveRuntime, step: int, restarts: int) -> None:
+    """The final policy, the work accounting, plots and artifacts; one closing line."""
+    final_dir = save_final_policy(live.rt, run.run_dir, step, run.model_path)
+    accounting = live.shutdown()
+    files.write_accounting(accounting)
+    finish_artifacts(run.run_dir, run.tracker, final_dir, run.log)
+    run.log(f"done: {step} steps; accounting {accounting}" + (f"; {restarts} restart(s)" if restarts else ""))
 
 
 def due(every: int, step: int) -> bool:
     """An every-N-steps action (eval, checkpoint) is due after `step` (0: never)."""
     return every > 0 and step % every == 0
-
-
-def system_metrics(rt, prev: list[dict], timer: StepTimer, t_start: float, m: dict) -> list[dict]:
-    """Add the step's sampler, queue, timing and throughput metrics to `m`; returns the sampler stats
-    the next step's deltas start from."""
-    cur = rt.sampler_stats()
-    m.update(sampler_deltas(prev, cur))
-    for i, st in enumerate(cur):
-        m[f"sampler/{i}/samples_total"] = float(st["samples"])
-        m[f"sampler/{i}/version"] = float(st["version"])
-    m["sampler/replaced_total"] = float(rt.replaced)
-    q = rt.queue_stats()
-    m.update({"queue/busy_s_total": q["busy_s"], "queue/calls_total": float(q["calls"]),
-              "time/elapsed": time.time() - t_start})
-    step_s = sum(timer.parts.values())
-    m.update({f"time/{k}": v for k, v in timer.parts.items()})
-    m.update({"time/step": step_s, "perf/groups_per_s": m["train/groups"] / step_s,
-              "perf/tokens_per_s": m["sampler/tokens"] / step_s,
-              "learner/idle_ratio": max(0.0, 1.0 - m.get("learner/train_seconds", 0.0) / step_s)})
-    return cur
 
 
 def discard_runtime(rt, log) -> None:
@@ -258,16 +217,6 @@ def teardown(steps: list, cause: Optional[BaseException]) -> None:
         raise first
 
 
-def truncate_logs(run_dir: Path, step: int) -> None:
-    """A resume at `step` redoes what came after it: drop those lines from the run's logs."""
-    for name, keep in (("metrics.jsonl", lambda r: r["step"] <= step), ("trained_prompts.jsonl", lambda r: r["step"] < step),
-                       ("eval_per_prompt.jsonl", lambda r: r["step"] <= step)):
-        p = run_dir / name
-        if p.is_file():
-            rows = [line for line in p.read_text().splitlines() if line.strip() and keep(json.loads(line))]
-            p.write_text("".join(r + "\n" for r in rows))
-
-
 def restore(rt, path: Path, meta: dict, log) -> int:
     """Learner state from the checkpoint, the queue's state, and the samplers on those weights."""
     step = int(meta["step"])
@@ -278,18 +227,16 @@ def restore(rt, path: Path, meta: dict, log) -> int:
     return step
 
 
-def make_evaluator(rt, cfg: AdaRayConfig, eval_set, tracker, run_dir: Path):
-    """evaluate(step, log) -> metrics; each eval's per-prompt correct counts also go to
-    eval_per_prompt.jsonl in the run dir (what paired comparisons and difficulty buckets need)."""
+def make_evaluator(rt, cfg: AdaRayConfig, eval_set, tracker, files: RunFiles):
+    """evaluate(step, log) -> metrics; each eval's per-prompt correct counts also go to the run's
+    eval_per_prompt.jsonl."""
 
     def evaluate(step: int, log) -> dict:
         if eval_set is None:
             return {}
         res = rt.evaluate(eval_set.prompts, cfg.trainer.eval_samples, cfg.trainer.eval_temperature, cfg.trainer.seed,
                           cfg.sampler.max_new_tokens)
-        with open(run_dir / "eval_per_prompt.jsonl", "a") as fh:
-            fh.write(json.dumps({"step": step, "k": res.k, "ids": [p.prompt_id for p in eval_set.prompts],
-                                 "difficulty": [p.difficulty for p in eval_set.prompts], "correct": res.correct}) + "\n")
+        files.record_eval(step, eval_set.prompts, res)
         m = res.metrics()
         if step == 0:
             tracker.log_metrics(0, m)
@@ -311,8 +258,6 @@ def check_finite(m: dict, cfg: AdaRayConfig) -> None:
 def save_final_policy(rt, run_dir: Path, step: int, model_path: str) -> Path:
     out = run_dir / "final"
     rt.save_learners(str(run_dir / ".final_ds"), "final", str(out), model_path)
-    import shutil
-
     shutil.rmtree(run_dir / ".final_ds", ignore_errors=True)
     (out / "ada_ray.json").write_text(json.dumps({"step": step}))
     return out
