@@ -21,11 +21,14 @@ def jsonl(tmp_path: Path, lines: list[str]) -> Path:
 
 
 class CharTok:
-    """A stand-in tokenizer: one id per character (enough for length checks)."""
+    """A stand-in tokenizer: one id per character (enough for length checks); like a Hugging Face
+    tokenizer it takes one text or a list of them."""
 
     chat_template = None
 
     def __call__(self, text):
+        if isinstance(text, list):
+            return {"input_ids": [self(t)["input_ids"] for t in text]}
         return {"input_ids": [1] + [ord(c) % 50 for c in text]}
 
 
@@ -312,7 +315,7 @@ class VocabTok(CharTok):
         return {"a": 0, "bb": 1, "ccc": 2}
 
     def __call__(self, text):
-        self.seen.append(len(text))
+        self.seen.extend(len(t) for t in (text if isinstance(text, list) else [text]))
         return super().__call__(text)
 
 

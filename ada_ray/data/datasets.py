@@ -12,7 +12,6 @@ digits in answers read as ASCII ones. Bad records are refused with the file, lin
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import numbers
@@ -20,16 +19,12 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 from ada_ray.algo.types import Prompt
 from ada_ray.config import DataConfig
 from ada_ray.data import embedded_task
-from ada_ray.errors import InputError
-
-
-class DataError(InputError, ValueError):
-    """A dataset problem; the message names the file, line or field."""
+from ada_ray.data.prompt_builder import DataError, PromptBuilder, content_id, render_prompt  # noqa: F401 (re-exported)
 
 
 @dataclass
@@ -50,7 +45,7 @@ class Record:
 
 @dataclass
 class PromptSet:
-    prompts: list[Prompt]
+    prompts: Any  # list[Prompt], or a PromptTable (data.prompt_table) for a streamed training split
     dropped_too_long: int = 0
     dropped_duplicates: int = 0
     source: str = ""
@@ -105,17 +100,21 @@ def _read_jsonl(path: Path) -> Iterable[tuple[str, Any]]:
 
 
 def _read_parquet(path: Path) -> Iterable[tuple[str, Any]]:
+    """Rows of a Parquet file, one record batch at a time (a million-row file is never read whole)."""
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(path)
+        pf = pq.ParquetFile(path)
     except Exception as exc:  # noqa: BLE001 - pyarrow raises many kinds
         with open(path, "rb") as fh:
             looks_json = fh.read(1) in (b"{", b"[")
         hint = "; it looks like JSON: set data.source=jsonl" if looks_json else ""
         raise DataError(f"{path}: cannot read as Parquet ({exc}){hint}") from None
-    for i, row in enumerate(table.to_pylist()):
-        yield f"{path}:row {i}", row
+    i = 0
+    for batch in pf.iter_batches(batch_size=4096):
+        for row in batch.to_pylist():
+            yield f"{path}:row {i}", row
+            i += 1
 
 
 def _read_hf_disk(path: Path) -> Iterable[tuple[str, Any]]:
@@ -240,7 +239,8 @@ def _record(row: Any, where: str, cfg: DataConfig) -> Record:
     return Record(q, answer, diff, rid, where, _pass_rate(row, where, cfg.pass_rate_field), row)
 
 
-def read_records(path: str, cfg: DataConfig) -> list[Record]:
+def iter_records(path: str, cfg: DataConfig) -> Iterator[Record]:
+    """The validated records of a dataset file, streamed (memory does not grow with the file)."""
     p = Path(path).expanduser()
     if not p.exists():
         raise DataError(f"dataset not found: {p} (data.source={cfg.source})")
@@ -252,10 +252,16 @@ def read_records(path: str, cfg: DataConfig) -> list[Record]:
         for key, setting in needed:
             if key not in columns:
                 raise DataError(f"{p}: no column '{key}' ({setting}); the file has columns {_names(columns)}")
-    records = [_record(row, where, cfg) for where, row in READERS[cfg.source](p)]
-    if not records:
+    empty = True
+    for where, row in READERS[cfg.source](p):
+        empty = False
+        yield _record(row, where, cfg)
+    if empty:
         raise DataError(f"{p}: the dataset is empty")
-    return records
+
+
+def read_records(path: str, cfg: DataConfig) -> list[Record]:
+    return list(iter_records(path, cfg))
 
 
 def _pass_rate(row: dict, where: str, key: Optional[str]) -> Optional[float]:
@@ -267,64 +273,12 @@ def _pass_rate(row: dict, where: str, key: Optional[str]) -> Optional[float]:
     return float(value)
 
 
-def render_prompt(question: str, cfg: DataConfig, tokenizer) -> list[int]:
-    """Token ids of the prompt: raw text, or the paper's math template (chat template if any)."""
-    if cfg.prompt_template == "raw":
-        return list(tokenizer(question)["input_ids"])
-    user = f"{question} Let's think step by step and output the final answer within \\boxed{{}}."
-    if getattr(tokenizer, "chat_template", None):
-        msgs = [{"role": "system", "content": cfg.system_prompt}, {"role": "user", "content": user}]
-        ids = tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True)
-        if isinstance(ids, dict):
-            ids = ids["input_ids"]
-        return list(ids)
-    return list(tokenizer(f"{cfg.system_prompt}\n\n{user}\n")["input_ids"])
-
-
-def content_id(text: str) -> str:
-    return hashlib.sha1(text.encode()).hexdigest()[:16]
-
-
-def _max_chars(tokenizer, max_tokens: int) -> Optional[int]:
-    """A question longer than this many characters cannot fit in `max_tokens` tokens: no token spells
-    more than the vocabulary's longest piece (x2 for normalizers). Such a question (a huge line) is
-    dropped without tokenizing it, which could take minutes. None when the vocabulary is unknown."""
-    try:
-        longest = max(map(len, tokenizer.get_vocab()))
-    except Exception:  # noqa: BLE001 - no vocabulary to read (a stand-in tokenizer)
-        return None
-    return 2 * max(longest, 1) * max_tokens
-
-
 def to_prompts(records: list[Record], cfg: DataConfig, tokenizer, source: str) -> PromptSet:
-    out: list[Prompt] = []
-    seen: dict[str, Record] = {}
-    dropped = dups = 0
-    max_chars = _max_chars(tokenizer, cfg.max_prompt_tokens)
-    for r in records:
-        if max_chars is not None and len(r.question) > max_chars:
-            dropped += 1
-            continue
-        ids = render_prompt(r.question, cfg, tokenizer)
-        if len(ids) > cfg.max_prompt_tokens:
-            dropped += 1
-            continue
-        pid = r.prompt_id
-        if pid in seen:
-            first = seen[pid]
-            if r.record_id is not None:
-                raise DataError(f"{r.where}: duplicate prompt id {pid!r} (first at {first.where})")
-            if r.answer != first.answer:
-                raise DataError(f"{r.where}: the same question as {first.where} with another answer "
-                                f"({r.answer!r:.40} here, {first.answer!r:.40} there); fix or drop one of them")
-            dups += 1  # the same question twice: keep the first, count the rest
-            continue
-        seen[pid] = r
-        out.append(Prompt(pid, r.question, tuple(ids), r.answer, r.difficulty, r.pass_rate))
-    if not out:
-        raise DataError(f"{source}: no prompt fits data.max_prompt_tokens = {cfg.max_prompt_tokens} "
-                        f"({dropped} dropped as too long)")
-    return PromptSet(out, dropped, dups, source)
+    """The records' prompts, in a list (an eval split, a small training set)."""
+    b = PromptBuilder(cfg, tokenizer, source, lambda: records)
+    prompts = list(b.add_all(records))
+    b.finish()
+    return PromptSet(prompts, b.dropped_too_long, b.dropped_duplicates, source)
 
 
 def check_batch(train: PromptSet, batch_prompts: int) -> None:
@@ -356,10 +310,27 @@ def load_records(cfg: DataConfig) -> tuple[list[Record], Optional[list[Record]]]
     return read_records(cfg.train_path, cfg), (read_records(cfg.eval_path, cfg) if cfg.eval_path else None)
 
 
-def load_splits(cfg: DataConfig, tokenizer) -> tuple[PromptSet, Optional[PromptSet]]:
-    """(train, eval) prompt sets for the config; eval is None when there is none."""
-    train, evals = load_records(cfg)
-    src = "embedded" if cfg.source == "embedded" else None
-    tr = to_prompts(train, cfg, tokenizer, f"{src} train" if src else cfg.train_path)
-    ev = to_prompts(evals, cfg, tokenizer, f"{src} eval" if src else cfg.eval_path) if evals else None
+def load_splits(cfg: DataConfig, tokenizer, table_cache: Optional[Path] = None,
+                log=print) -> tuple[PromptSet, Optional[PromptSet]]:
+    """(train, eval) prompt sets for the config; eval is None when there is none. With `table_cache`,
+    the training split is streamed into a cached prompt table (data.train_table) instead of a list."""
+    if cfg.source == "embedded":
+        train, evals = embedded_task.make_splits(cfg.levels, cfg.train_per_level, cfg.eval_per_level, cfg.seed,
+                                                    cfg.answer_order)
+        train_records, eval_records = _embedded_records(train), (_embedded_records(evals) if evals else None)
+        tr_src, ev_src = "embedded train", "embedded eval"
+        records = lambda: train_records  # noqa: E731
+    else:
+        if not cfg.train_path:
+            raise DataError(f"data.train_path is required for data.source={cfg.source}")
+        eval_records = read_records(cfg.eval_path, cfg) if cfg.eval_path else None
+        tr_src, ev_src = cfg.train_path, cfg.eval_path
+        records = lambda: iter_records(cfg.train_path, cfg)  # noqa: E731
+    if table_cache is not None:
+        from ada_ray.data.train_table import load_train_table
+
+        tr = load_train_table(cfg, tokenizer, table_cache, records, tr_src, log)
+    else:
+        tr = to_prompts(list(records()), cfg, tokenizer, tr_src)
+    ev = to_prompts(eval_records, cfg, tokenizer, ev_src) if eval_records else None
     return tr, ev

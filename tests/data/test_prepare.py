@@ -29,6 +29,8 @@ class CharTok:
     chat_template = None
 
     def __call__(self, text):
+        if isinstance(text, list):
+            return {"input_ids": [self(t)["input_ids"] for t in text]}
         return {"input_ids": [1] + [ord(c) % 50 for c in text]}
 
 
