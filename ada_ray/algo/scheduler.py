@@ -11,11 +11,12 @@ Work order: the oldest open cohort first; inside it, the next round of an in-fli
 a new prompt. Each work item has a seed derived from (seed, prompt, cohort, round), so the samples
 of a step do not depend on which sampler ran them or in which order (sync mode is reproducible).
 
-Leases: a leased item belongs to one sampler until it reports, its lease expires, or the sampler is
-released (dead); the work then goes out again as a new item. Accounting invariant, checked by
-`check_accounting`: issued = completed + reissued + cancelled + outstanding, and every prompt drawn
-from the data is in exactly one place (in flight, finished in an untaken cohort, trained, dropped by
-DAPO, or cancelled at shutdown).
+Leases (leases.py): a leased item belongs to one sampler until it reports, its lease expires, or the
+sampler is released (dead); the work then goes out again as a new item. Accounting invariant,
+checked by `check_accounting`: issued = completed + reissued + cancelled + outstanding (the lease
+table's counters), and every prompt drawn from the data is in exactly one place (in flight,
+finished in an untaken cohort, trained, dropped by the strategy's `should_replace`, or cancelled
+at shutdown). Checkpoints: scheduler_state.py (the cohort record, the prompt counters, queue.json).
 """
 
 from __future__ import annotations
@@ -24,12 +25,15 @@ import dataclasses
 import hashlib
 import heapq
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Sequence
 
+from ada_ray.algo import scheduler_state
 from ada_ray.algo.estimator import PassRateEstimator
+from ada_ray.algo.leases import LeaseTable
 from ada_ray.algo.prompt_order import PromptOrder
-from ada_ray.algo.strategies import PromptState, Strategy, make_strategy, sample_from_dict, sample_to_dict
+from ada_ray.algo.scheduler_state import Cohort, PromptCounts
+from ada_ray.algo.strategies import PromptState, Strategy, make_strategy
 from ada_ray.algo.types import Group, Prompt, Sample, Signal, WorkItem
 
 if TYPE_CHECKING:
@@ -51,37 +55,6 @@ class CohortResult:
     draws: int
     dapo_cap_hit: bool
     samples_generated: int
-
-
-@dataclass
-class _Cohort:
-    index: int
-    target: int = 0  # groups this cohort must deliver
-    admitted: list[str] = field(default_factory=list)  # every prompt drawn into it, in order
-    groups: dict[str, Group] = field(default_factory=dict)
-    dropped: list[Group] = field(default_factory=list)
-    draws: int = 0
-    cap_hit: bool = False
-    samples: int = 0
-    running_items: int = 0  # items pending or leased (for the round barrier)
-    held: list[WorkItem] = field(default_factory=list)  # next-round items waiting at the barrier
-
-    @property
-    def complete(self) -> bool:
-        return self.target > 0 and len(self.groups) >= self.target
-
-
-@dataclass
-class Accounting:
-    issued: int = 0
-    completed: int = 0
-    reissued: int = 0
-    cancelled: int = 0
-    late_reports: int = 0  # reports for items whose lease had already ended
-    prompts_drawn: int = 0
-    prompts_trained: int = 0
-    prompts_dropped: int = 0
-    prompts_cancelled: int = 0
 
 
 class SchedulerError(RuntimeError):
@@ -133,12 +106,12 @@ class WorkScheduler:
         self.data_exhausted = False
         self.deferred: list[str] = []  # prompts that came up again inside one cohort (epoch boundary)
         self.end_cohort: Optional[int] = None  # first cohort index that will never exist
-        self.cohorts: dict[int, _Cohort] = {}
-        self.inflight: dict[str, PromptState] = {}  # key: f"{cohort}:{prompt_id}"
+        self.cohorts: dict[int, Cohort] = {}
+        self.inflight: dict[tuple[int, str], PromptState] = {}  # key: (cohort, prompt_id)
         self.ready: list[tuple[int, int, int, WorkItem]] = []  # heap (cohort, new, seq, item)
-        self.leases: dict[int, tuple[WorkItem, str, float]] = {}  # item_id -> (item, sampler, deadline)
-        self.acct = Accounting()
-        self._next_item_id = 0
+        self.leases = LeaseTable(lease_timeout_s)
+        self.prompt_counts = PromptCounts()
+        self.next_item_id = 0
         self._seq = 0
         self.open_cohorts()
 
@@ -158,7 +131,7 @@ class WorkScheduler:
             self._open(self.next_cohort)
             self.next_cohort += 1
 
-    def _draw(self, co: "_Cohort") -> Optional[Prompt]:
+    def _draw(self, co: Cohort) -> Optional[Prompt]:
         """The next prompt for cohort `co`. A cohort never holds a prompt twice: across an epoch
         boundary the same prompt can come up again; it is deferred to the next cohort."""
         taken = set(co.admitted)
@@ -167,7 +140,7 @@ class WorkScheduler:
         for i, pid in enumerate(self.deferred):
             if pid not in taken:
                 del self.deferred[i]
-                self.acct.prompts_drawn += 1
+                self.prompt_counts.prompts_drawn += 1
                 return self.prompts[pid]
         while not self.data_exhausted:
             nxt = self.order.next(self.estimator)
@@ -177,12 +150,12 @@ class WorkScheduler:
             if nxt[0] in taken:
                 self.deferred.append(nxt[0])
                 continue
-            self.acct.prompts_drawn += 1
+            self.prompt_counts.prompts_drawn += 1
             return self.prompts[nxt[0]]
         return None
 
     def _open(self, index: int) -> None:
-        co = _Cohort(index)
+        co = Cohort(index)
         drawn: list[Prompt] = []
         while len(drawn) < self.batch_prompts:
             p = self._draw(co)
@@ -200,10 +173,10 @@ class WorkScheduler:
         for p, k in zip(drawn, sizes):
             self._start_prompt(co, p, k)
 
-    def _start_prompt(self, co: _Cohort, p: Prompt, k: int) -> None:
+    def _start_prompt(self, co: Cohort, p: Prompt, k: int) -> None:
         co.admitted.append(p.prompt_id)
         co.draws += 1
-        key = f"{co.index}:{p.prompt_id}"
+        key = (co.index, p.prompt_id)
         if key in self.inflight:
             raise SchedulerError(f"prompt {p.prompt_id} admitted twice into cohort {co.index}")
         self.inflight[key] = PromptState(p, co.index, self.algo.positive_threshold)
@@ -211,8 +184,8 @@ class WorkScheduler:
         co.running_items += 1
 
     def _new_item(self, p: Prompt, cohort: int, round_: int, k: int) -> WorkItem:
-        self._next_item_id += 1
-        return WorkItem(self._next_item_id, p.prompt_id, p.token_ids, p.answer, k, cohort, round_,
+        self.next_item_id += 1
+        return WorkItem(self.next_item_id, p.prompt_id, p.token_ids, p.answer, k, cohort, round_,
                         item_seed(self.seed, p.prompt_id, cohort, round_), self.version)
 
     def _push(self, item: WorkItem) -> None:
@@ -241,55 +214,44 @@ class WorkScheduler:
             *_, item = heapq.heappop(self.ready)
             samples += item.num_samples
             item = dataclasses.replace(item, version=self.version)
-            self.leases[item.item_id] = (item, sampler_id, now + self.lease_timeout_s)
-            self.acct.issued += 1
+            self.leases.grant(item, sampler_id, now)
             out.append(item)
         return out
 
     def has_ready_work(self) -> bool:
         return bool(self.ready)
 
-    def _requeue(self, item: WorkItem) -> None:
-        self._next_item_id += 1
-        self._push(dataclasses.replace(item, item_id=self._next_item_id))
+    def _requeue(self, items: list[WorkItem]) -> int:
+        """Work whose lease ended goes out again, each item under a new id."""
+        for item in items:
+            self.next_item_id += 1
+            self._push(dataclasses.replace(item, item_id=self.next_item_id))
+        return len(items)
 
     def expire(self, now: float) -> int:
-        dead = [iid for iid, (_, _, deadline) in self.leases.items() if deadline < now]
-        for iid in dead:
-            item, _, _ = self.leases.pop(iid)
-            self.acct.reissued += 1
-            self._requeue(item)
-        return len(dead)
+        return self._requeue(self.leases.expire(now))
 
     def release_sampler(self, sampler_id: str) -> int:
         """A sampler died: every item it holds goes out again."""
-        mine = [iid for iid, (_, sid, _) in self.leases.items() if sid == sampler_id]
-        for iid in mine:
-            item, _, _ = self.leases.pop(iid)
-            self.acct.reissued += 1
-            self._requeue(item)
-        return len(mine)
+        return self._requeue(self.leases.release(sampler_id))
 
     def report(self, sampler_id: str, item_id: int, samples: list[Sample]) -> bool:
         """A sampler's scored samples for one item. False when the lease had already ended."""
-        lease = self.leases.pop(item_id, None)
-        if lease is None:
-            self.acct.late_reports += 1
+        item = self.leases.lookup(item_id)
+        if item is None:
             return False
-        item, _, _ = lease
-        if len(samples) != item.num_samples:
-            self.leases[item_id] = lease
+        if len(samples) != item.num_samples:  # refused; the lease stays
             raise SchedulerError(
                 f"sampler {sampler_id} reported {len(samples)} samples for item {item_id}, "
                 f"which asked for {item.num_samples}"
             )
-        self.acct.completed += 1
+        self.leases.complete(item_id)
         for s in samples:
             s.round = item.round
         co = self.cohorts[item.cohort]
         co.samples += len(samples)
         co.running_items -= 1
-        st = self.inflight[f"{item.cohort}:{item.prompt_id}"]
+        st = self.inflight[(item.cohort, item.prompt_id)]
         st.add_round(samples)
         k = self.strategy.next_round_size(st)
         if k is not None:
@@ -307,18 +269,18 @@ class WorkScheduler:
             co.held = []
         return True
 
-    def _finish(self, co: _Cohort, st: PromptState) -> None:
-        del self.inflight[f"{co.index}:{st.prompt.prompt_id}"]
+    def _finish(self, co: Cohort, st: PromptState) -> None:
+        del self.inflight[(co.index, st.prompt.prompt_id)]
         self.estimator.update(st.prompt.prompt_id, st.pool_size, len(st.pos))
         group = self.strategy.finalize(st)
-        if self.strategy.replaces_zero_signal and self.strategy.is_zero_signal(group):  # type: ignore[attr-defined]
+        if self.strategy.should_replace(group):
             cap = math.ceil(self.algo.dapo_max_draws_factor * co.target)
             if co.draws < cap:
                 replacement = self._draw(co)
                 if replacement is not None:
                     group.dropped = True
                     co.dropped.append(group)
-                    self.acct.prompts_dropped += 1
+                    self.prompt_counts.prompts_dropped += 1
                     self._start_prompt(co, replacement, self.algo.n)
                     return
             co.cap_hit = True  # fill the batch with the zero-signal group; never crash
@@ -348,7 +310,7 @@ class WorkScheduler:
         co = self.cohorts.pop(index)
         self.first_untaken += 1
         groups = [co.groups[pid] for pid in co.admitted if pid in co.groups]
-        self.acct.prompts_trained += len(groups)
+        self.prompt_counts.prompts_trained += len(groups)
         return CohortResult(index, groups, co.dropped, co.draws, co.cap_hit, co.samples)
 
     # ------------------------------------------------------------------------------------------
@@ -357,13 +319,12 @@ class WorkScheduler:
 
     def shutdown(self) -> None:
         """Cancel every outstanding lease and every prompt still in flight."""
-        self.acct.cancelled += len(self.leases)
-        self.leases.clear()
+        self.leases.cancel_all()
         self.ready.clear()
-        self.acct.prompts_cancelled += len(self.inflight)
+        self.prompt_counts.prompts_cancelled += len(self.inflight)
         self.inflight.clear()
         for co in self.cohorts.values():
-            self.acct.prompts_cancelled += len(co.groups)
+            self.prompt_counts.prompts_cancelled += len(co.groups)
             co.groups.clear()
             co.held.clear()
 
@@ -371,12 +332,12 @@ class WorkScheduler:
         return len(self.leases)
 
     def check_accounting(self) -> dict:
-        a = self.acct
+        a = self.prompt_counts
         finished_untaken = sum(len(co.groups) for co in self.cohorts.values())
-        items_ok = a.issued == a.completed + a.reissued + a.cancelled + len(self.leases)
+        items_ok = self.leases.balanced()
         prompts_ok = a.prompts_drawn == (a.prompts_trained + a.prompts_dropped + a.prompts_cancelled
                                          + len(self.inflight) + finished_untaken)
-        out = dataclasses.asdict(a)
+        out = scheduler_state.accounting_to_dict(self.leases.counts, a)
         out.update(outstanding=len(self.leases), inflight=len(self.inflight), finished_untaken=finished_untaken,
                    items_ok=items_ok, prompts_ok=prompts_ok)
         if not (items_ok and prompts_ok):
@@ -384,29 +345,8 @@ class WorkScheduler:
         return out
 
     def state_dict(self) -> dict:
-        """Everything needed to resume: leased work is saved as not yet done (it goes out again)."""
-        outstanding = [item for item, _, _ in self.leases.values()]
-        outstanding += [entry[3] for entry in self.ready]
-        for co in self.cohorts.values():
-            outstanding += co.held
-        acct = dataclasses.replace(self.acct)
-        acct.reissued += len(self.leases)  # leases die with this process; their work goes out again
-        return {
-            "version": self.version, "next_cohort": self.next_cohort, "first_untaken": self.first_untaken,
-            "data_exhausted": self.data_exhausted, "end_cohort": self.end_cohort, "deferred": list(self.deferred),
-            "next_item_id": self._next_item_id,
-            "estimator": self.estimator.state_dict(), "order": self.order.state_dict(),
-            "accounting": dataclasses.asdict(acct),
-            "cohorts": [{
-                "index": co.index, "target": co.target, "admitted": list(co.admitted), "draws": co.draws,
-                "cap_hit": co.cap_hit, "samples": co.samples,
-                "groups": [_group_to_dict(g) for g in co.groups.values()],
-                "dropped": [_group_to_dict(g) for g in co.dropped],
-            } for co in self.cohorts.values()],
-            "inflight": [st.to_state() for st in self.inflight.values()],
-            "work": [{"prompt_id": it.prompt_id, "cohort": it.cohort, "round": it.round,
-                      "num_samples": it.num_samples} for it in outstanding],
-        }
+        """Everything needed to resume (queue.json): leased work is saved as not yet done (it goes out again)."""
+        return scheduler_state.save(self)
 
     def load_state_dict(self, state: dict) -> None:
         missing = {st["prompt_id"] for st in state["inflight"]} - set(self.prompts)
@@ -415,36 +355,17 @@ class WorkScheduler:
                 f"checkpointed queue names prompts not in this dataset (e.g. {sorted(missing)[0]}): "
                 "the checkpoint was made with different data"
             )
-        self.version = state["version"]
-        self.next_cohort = state["next_cohort"]
-        self.first_untaken = state["first_untaken"]
-        self.data_exhausted = state["data_exhausted"]
-        self.end_cohort = state["end_cohort"]
-        self.deferred = list(state.get("deferred", []))
-        self._next_item_id = state["next_item_id"]
-        self.estimator.load_state_dict(state["estimator"])
-        self.order.load_state_dict(state["order"])
-        self.acct = Accounting(**state["accounting"])
-        self.cohorts, self.inflight, self.ready, self.leases = {}, {}, [], {}
-        for c in state["cohorts"]:
-            co = _Cohort(c["index"], c["target"], list(c["admitted"]), draws=c["draws"], cap_hit=c["cap_hit"],
-                         samples=c["samples"])
-            for g in c["groups"]:
-                grp = _group_from_dict(g)
-                co.groups[grp.prompt_id] = grp
-            co.dropped = [_group_from_dict(g) for g in c["dropped"]]
-            self.cohorts[co.index] = co
-        for s in state["inflight"]:
-            st = PromptState(self.prompts[s["prompt_id"]], s["cohort"], self.algo.positive_threshold,
-                             [sample_from_dict(x) for x in s["pool"]], s["rounds_done"], list(s["round0_rewards"]))
-            self.inflight[f"{st.cohort}:{st.prompt.prompt_id}"] = st
-        work = sorted(state["work"], key=lambda w: (w["cohort"], w["round"]))
+        self._queue_saved_work(scheduler_state.restore(self, state))
+
+    def _queue_saved_work(self, work: list[dict]) -> None:
+        """After a restore: the saved work goes out again as new items; in sync mode only the lowest
+        outstanding round of a cohort is ready, the rest waits at the round barrier."""
+        work = sorted(work, key=lambda w: (w["cohort"], w["round"]))
         for w in work:
             co = self.cohorts[w["cohort"]]
             item = self._new_item(self.prompts[w["prompt_id"]], w["cohort"], w["round"], w["num_samples"])
             co.running_items += 1
             self._push(item)
-        # the round barrier: only the lowest outstanding round of a cohort may run
         if self.barrier:
             kept = []
             for entry in self.ready:
@@ -456,15 +377,3 @@ class WorkScheduler:
                     kept.append(entry)
             self.ready = kept
             heapq.heapify(self.ready)
-
-
-def _group_to_dict(g: Group) -> dict:
-    d = dataclasses.asdict(g)
-    d["samples"] = [sample_to_dict(s) for s in g.samples]
-    return d
-
-
-def _group_from_dict(d: dict) -> Group:
-    d = dict(d)
-    d["samples"] = [sample_from_dict(s) for s in d["samples"]]
-    return Group(**d)

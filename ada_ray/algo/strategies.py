@@ -1,8 +1,10 @@
 """How each algorithm samples one prompt and turns its pool into a training group.
 
-A strategy answers three questions for the scheduler: how many samples each prompt of a new
+A strategy answers four questions for the scheduler: how many samples each prompt of a new
 cohort gets in its first round, whether a prompt needs another round after a round completes
-(and of what size), and what the kept group and its advantages are at the end.
+(and of what size), what the kept group and its advantages are at the end, and whether that group
+is replaced by a fresh prompt (`should_replace`: DAPO's filter). `STRATEGIES` maps each
+`algo.name` to its class; `PromptState` is a prompt in flight (its JSON form: scheduler_state.py).
 
 grpo            one round of n; group-mean advantages (std-normalised by default)
 dapo            like grpo; zero-signal groups are dropped and replaced (the scheduler caps draws)
@@ -57,26 +59,10 @@ class PromptState:
         self.pool.extend(samples)
         self.rounds_done += 1
 
-    def to_state(self) -> dict:
-        return {"prompt_id": self.prompt.prompt_id, "cohort": self.cohort, "rounds_done": self.rounds_done,
-                "round0_rewards": list(self.round0_rewards), "pool": [sample_to_dict(s) for s in self.pool]}
-
-
-def sample_to_dict(s: Sample) -> dict:
-    return {"prompt_id": s.prompt_id, "completion_ids": list(s.completion_ids),
-            "behaviour_logprobs": list(s.behaviour_logprobs), "reward": s.reward, "version": s.version,
-            "round": s.round, "text": s.text, "finish_reason": s.finish_reason, "reward_error": s.reward_error}
-
-
-def sample_from_dict(d: dict) -> Sample:
-    return Sample(**d)
-
 
 class Strategy:
-    name = "base"
-    replaces_zero_signal = False
-
     def __init__(self, algo: AlgoConfig):
+        self.name = algo.name
         self.algo = algo
         self.rule: ExitRule = exit_rule_for(algo)
         self.threshold = algo.positive_threshold
@@ -93,6 +79,11 @@ class Strategy:
     def finalize(self, st: PromptState) -> Group:
         raise NotImplementedError
 
+    def should_replace(self, group: Group) -> bool:
+        """True: the scheduler drops this finished group and draws a fresh prompt in its place
+        (while the cohort's draw cap allows; at the cap the group is kept)."""
+        return False
+
     def _group(self, st: PromptState, kept: list[Sample], adv: list[float]) -> Group:
         return Group(
             prompt_id=st.prompt.prompt_id, prompt_ids=list(st.prompt.token_ids), samples=kept,
@@ -103,8 +94,6 @@ class Strategy:
 
 
 class GRPO(Strategy):
-    name = "grpo"
-
     def finalize(self, st: PromptState) -> Group:
         kept = list(st.pool)
         adv = group_advantages([s.reward for s in kept], effective_norm_adv_by_std(self.algo))
@@ -112,11 +101,9 @@ class GRPO(Strategy):
 
 
 class DAPO(GRPO):
-    name = "dapo"
-    replaces_zero_signal = True
+    """GRPO with dynamic sampling: a group whose rewards are all equal is replaced."""
 
-    @staticmethod
-    def is_zero_signal(group: Group) -> bool:
+    def should_replace(self, group: Group) -> bool:
         return is_zero_signal([s.reward for s in group.samples])
 
 
@@ -148,8 +135,6 @@ class AdaSeq(Strategy):
 class AdaEst(Strategy):
     """Reinforce-Ada-Est: budget n_i ~ w(p_hat_i) from the pass-rate memory; all samples train."""
 
-    name = "ada_est"
-
     def first_round_sizes(self, prompts: list[Prompt], estimator: PassRateEstimator) -> list[int]:
         a = self.algo
         b = len(prompts)
@@ -164,15 +149,17 @@ class AdaEst(Strategy):
         return self._group(st, kept, adv)
 
 
+STRATEGIES: dict[str, type[Strategy]] = {
+    "grpo": GRPO,
+    "dapo": DAPO,
+    "ada_seq_pos": AdaSeq,
+    "ada_seq_balance": AdaSeq,
+    "ada_est": AdaEst,
+}
+
+
 def make_strategy(algo: AlgoConfig) -> Strategy:
-    if algo.name == "grpo":
-        return GRPO(algo)
-    if algo.name == "dapo":
-        return DAPO(algo)
-    if algo.name in ("ada_seq_pos", "ada_seq_balance"):
-        s = AdaSeq(algo)
-        s.name = algo.name
-        return s
-    if algo.name == "ada_est":
-        return AdaEst(algo)
-    raise ValueError(f"unknown algo.name {algo.name!r}")
+    cls = STRATEGIES.get(algo.name)
+    if cls is None:
+        raise ValueError(f"unknown algo.name {algo.name!r}: expected one of {', '.join(STRATEGIES)}")
+    return cls(algo)

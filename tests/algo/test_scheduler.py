@@ -299,3 +299,17 @@ def test_dapo_replacement_when_the_cohort_holds_every_prompt_is_bounded():
     s.set_version(1)  # the next cohort still draws both prompts
     assert sorted(it.prompt_id for it in s.lease("s0", 10, 0.0)) == ["p0", "p1"]
     s.check_accounting()
+
+
+def test_release_reissues_only_that_samplers_items_under_new_ids():
+    s = make("grpo", n_prompts=6, B=3)
+    (a,) = s.lease("dead", 1, 0.0)
+    (b,) = s.lease("alive", 1, 0.0)
+    assert s.release_sampler("dead") == 1
+    third, again = s.lease("other", 10, 0.0)  # the cohort's last new prompt, then the dead sampler's work
+    assert (again.prompt_id, again.seed) == (a.prompt_id, a.seed) and again.item_id not in (a.item_id, b.item_id)
+    assert third.prompt_id not in (a.prompt_id, b.prompt_id)
+    assert s.report("alive", b.item_id, samples_for(b, [1, 0, 0, 0]))  # the live sampler's lease survived
+    assert not s.report("dead", a.item_id, samples_for(a, [1, 0, 0, 0]))  # late
+    a = s.check_accounting()
+    assert (a["issued"], a["completed"], a["reissued"], a["late_reports"], a["outstanding"]) == (4, 1, 1, 1, 2)
