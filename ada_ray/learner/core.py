@@ -7,7 +7,9 @@ losses are token-means over the part's GLOBAL token count (all ranks), so data-p
 averaging gives exactly the token-mean of the whole mini-batch. Gradient accumulation is the
 caller-owned kind (``managed_gradient_accumulation: false``): backward only accumulates and
 ``step()`` reduces and updates, so the number of micro-batches may vary from step to step.
-A non-finite loss on any rank skips the optimizer step on every rank (counted).
+A non-finite loss on any rank skips the optimizer step on every rank (counted). `train` gets the
+proximal and reference log-probs from one function (`completion_logprobs`, policy or reference
+model) and runs `_train_minibatch` (one optimizer step) per part.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import enum
 import os
 import pickle
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Optional
 
 import torch
 
@@ -30,6 +33,22 @@ class Row:
     behaviour_logprobs: list[float]
     advantage: float
     version: int
+
+    @property
+    def span(self) -> slice:
+        """The target positions whose next token is a completion token (see pad_rows)."""
+        lo = len(self.prompt) - 1
+        return slice(lo, lo + len(self.completion))
+
+
+@dataclass
+class _StepTotals:
+    """What one train() call accumulates over its mini-batches, in order."""
+
+    sums: dict[str, float] = field(default_factory=dict)  # metric x tokens; "loss": loss x token denominator
+    tokens: float = 0.0
+    skipped: int = 0  # mini-batches whose optimizer step was skipped (non-finite loss on some rank)
+    grad_norms: list[float] = field(default_factory=list)
 
 
 def skip_deepspeed_shm_build() -> None:
@@ -56,10 +75,9 @@ def pad_rows(rows: list[Row], pad_id: int, device) -> tuple[torch.Tensor, torch.
         seq = r.prompt + r.completion
         ids[i, : len(seq)] = torch.tensor(seq)
         att[i, : len(seq)] = 1
-        lo, hi = len(r.prompt) - 1, len(r.prompt) - 1 + len(r.completion)
-        cmask[i, lo:hi] = 1.0
+        cmask[i, r.span] = 1.0
         if r.behaviour_logprobs:
-            blp[i, lo:hi] = torch.tensor(r.behaviour_logprobs, dtype=torch.float32)
+            blp[i, r.span] = torch.tensor(r.behaviour_logprobs, dtype=torch.float32)
     targets = ids[:, 1:]
     return ids.to(device), att.to(device), targets.to(device), cmask.to(device), blp.to(device)
 
@@ -87,19 +105,20 @@ class LearnerCore:
         self.ref_model = ref_model
 
     @torch.no_grad()
-    def logprobs(self, rows: list[Row]) -> list[list[float]]:
-        """Per-token log-probs of each row's completion under the current weights."""
-        self.engine.module.eval()
+    def completion_logprobs(self, model, rows: list[Row]) -> list[list[float]]:
+        """Per-token log-probs of each row's completion under `model`, in micro-batches."""
         out = []
         for part in chunks(rows, self.micro):
             if not part:
                 continue
-            lp, _, cmask, _ = sequence_logprobs(self.engine.module, part, self.pad_id, self.temperature,
-                                                self.device, False)
-            for i, r in enumerate(part):
-                lo = len(r.prompt) - 1
-                out.append(lp[i, lo:lo + len(r.completion)].float().cpu().tolist())
+            lp, _, _, _ = sequence_logprobs(model, part, self.pad_id, self.temperature, self.device, False)
+            out += [lp[i, r.span].float().cpu().tolist() for i, r in enumerate(part)]
         return out
+
+    def logprobs(self, rows: list[Row]) -> list[list[float]]:
+        """Per-token log-probs of each row's completion under the current weights."""
+        self.engine.module.eval()
+        return self.completion_logprobs(self.engine.module, rows)
 
     def _any_rank(self, flag: bool) -> bool:
         import torch.distributed as dist
@@ -115,71 +134,75 @@ class LearnerCore:
         engine = self.engine
         # proximal log-probs: the policy at the start of this step, for every row of every part. With
         # one mini-batch the weights have not moved when it is trained, so they equal the current
-        # log-probs (detached) and the extra forward pass is skipped.
+        # log-probs (detached) and the extra forward pass is skipped (None).
         single = len(minibatches) == 1
         prox_all = [None] if single else [self.logprobs(rows) if rows else [] for rows, _, _ in minibatches]
-        ref_all = None
+        ref_all: list = [None] * len(minibatches)
         if self.ref_model is not None:
-            ref_all = [self._ref_logprobs(rows) if rows else [] for rows, _, _ in minibatches]
+            ref_all = [self.completion_logprobs(self.ref_model, rows) if rows else [] for rows, _, _ in minibatches]
         engine.module.train()
-        sums: dict[str, float] = {}
-        weight = 0.0
-        skipped = 0
-        grad_norms = []
+        totals = _StepTotals()
         for j, (rows, global_tokens, global_seqs) in enumerate(minibatches):
-            denom = max(global_tokens, 1.0) / world_size
-            seq_denom = max(global_seqs, 1.0) / world_size
-            bad = False
-            parts = chunks(list(range(len(rows))), self.micro) if rows else [[]]
-            for idx in parts:
-                if not idx:  # no rows for this rank: contribute zero gradients, keep collectives in step
-                    loss = sum((p * 0.0).sum() for p in engine.module.parameters() if p.requires_grad)
-                    engine.backward(loss, scale_wrt_gas=False)
-                    continue
-                part = [rows[i] for i in idx]
-                lp, ent, cmask, blp = sequence_logprobs(engine.module, part, self.pad_id, self.temperature,
-                                                        self.device, True)
-                prox = lp.detach() if single else torch.zeros_like(lp)
-                ref = torch.zeros_like(lp) if ref_all is not None else None
-                for k, i in enumerate(idx):
-                    lo = len(part[k].prompt) - 1
-                    n = len(part[k].completion)
-                    if not single:
-                        prox[k, lo:lo + n] = torch.tensor(prox_all[j][i], device=self.device)
-                    if ref is not None:
-                        ref[k, lo:lo + n] = torch.tensor(ref_all[j][i], device=self.device)
-                adv = torch.tensor([r.advantage for r in part], dtype=lp.dtype, device=self.device)
-                has_behaviour = all(len(r.behaviour_logprobs) == len(r.completion) for r in part)
-                loss, m = policy_loss(lp, prox, blp if has_behaviour else None, adv, cmask, self.loss_cfg,
-                                      entropy=ent, ref_logprobs=ref, num_tokens=denom,
-                                      num_seqs=seq_denom)
-                if not torch.isfinite(loss):
-                    bad = True
-                    continue
-                engine.backward(loss, scale_wrt_gas=False)
-                w = m["tokens"]
-                weight += w
-                for key, v in m.items():
-                    if key != "tokens":
-                        sums[key] = sums.get(key, 0.0) + v * w
-                sums["loss"] = sums.get("loss", 0.0) + float(loss.detach()) * denom
-            if self._any_rank(bad):
-                engine.zero_grad()
-                if hasattr(engine.optimizer, "zero_grad"):
-                    engine.optimizer.zero_grad()  # ZeRO keeps its own gradient buffers
-                skipped += 1
-                continue
-            local_norm = self._local_grad_norm()
-            engine.step()
-            gn = engine.get_global_grad_norm()
-            grad_norms.append(float(gn) if gn is not None else local_norm)
-        out = {k: v / max(weight, 1.0) for k, v in sums.items() if k != "loss"}
-        out["loss"] = sums.get("loss", 0.0) / max(sum(g for _, g, _ in minibatches), 1.0) * world_size
-        out["tokens"] = weight
-        out["nonfinite_minibatches"] = float(skipped)
-        out["grad_norm"] = sum(grad_norms) / len(grad_norms) if grad_norms else float("nan")
+            self._train_minibatch(rows, None if single else prox_all[j], ref_all[j],
+                                  max(global_tokens, 1.0) / world_size, max(global_seqs, 1.0) / world_size, totals)
+        out = {k: v / max(totals.tokens, 1.0) for k, v in totals.sums.items() if k != "loss"}
+        out["loss"] = totals.sums.get("loss", 0.0) / max(sum(g for _, g, _ in minibatches), 1.0) * world_size
+        out["tokens"] = totals.tokens
+        out["nonfinite_minibatches"] = float(totals.skipped)
+        out["grad_norm"] = sum(totals.grad_norms) / len(totals.grad_norms) if totals.grad_norms else float("nan")
         out["lr"] = float(engine.get_lr()[0]) if hasattr(engine, "get_lr") else float("nan")
         return out
+
+    def _train_minibatch(self, rows: list[Row], prox_lp: Optional[list[list[float]]],
+                         ref_lp: Optional[list[list[float]]], denom: float, seq_denom: float,
+                         totals: _StepTotals) -> None:
+        """One optimizer step on this rank's rows of one mini-batch, in micro-batches.
+
+        prox_lp / ref_lp: each row's proximal / reference completion log-probs (prox_lp None: the
+        current weights', detached). denom / seq_denom: this rank's share of the mini-batch's
+        global token / sequence count. A non-finite loss on any rank skips the step everywhere."""
+        engine = self.engine
+        bad = False
+        parts = chunks(list(range(len(rows))), self.micro) if rows else [[]]
+        for idx in parts:
+            if not idx:  # no rows for this rank: contribute zero gradients, keep collectives in step
+                loss = sum((p * 0.0).sum() for p in engine.module.parameters() if p.requires_grad)
+                engine.backward(loss, scale_wrt_gas=False)
+                continue
+            part = [rows[i] for i in idx]
+            lp, ent, cmask, blp = sequence_logprobs(engine.module, part, self.pad_id, self.temperature,
+                                                    self.device, True)
+            prox = lp.detach() if prox_lp is None else torch.zeros_like(lp)
+            ref = torch.zeros_like(lp) if ref_lp is not None else None
+            for k, i in enumerate(idx):
+                if prox_lp is not None:
+                    prox[k, part[k].span] = torch.tensor(prox_lp[i], device=self.device)
+                if ref is not None:
+                    ref[k, part[k].span] = torch.tensor(ref_lp[i], device=self.device)
+            adv = torch.tensor([r.advantage for r in part], dtype=lp.dtype, device=self.device)
+            has_behaviour = all(len(r.behaviour_logprobs) == len(r.completion) for r in part)
+            loss, m = policy_loss(lp, prox, blp if has_behaviour else None, adv, cmask, self.loss_cfg,
+                                  entropy=ent, ref_logprobs=ref, num_tokens=denom, num_seqs=seq_denom)
+            if not torch.isfinite(loss):
+                bad = True
+                continue
+            engine.backward(loss, scale_wrt_gas=False)
+            w = m["tokens"]
+            totals.tokens += w
+            for key, v in m.items():
+                if key != "tokens":
+                    totals.sums[key] = totals.sums.get(key, 0.0) + v * w
+            totals.sums["loss"] = totals.sums.get("loss", 0.0) + float(loss.detach()) * denom
+        if self._any_rank(bad):
+            engine.zero_grad()
+            if hasattr(engine.optimizer, "zero_grad"):
+                engine.optimizer.zero_grad()  # ZeRO keeps its own gradient buffers
+            totals.skipped += 1
+            return
+        local_norm = self._local_grad_norm()
+        engine.step()
+        gn = engine.get_global_grad_norm()
+        totals.grad_norms.append(float(gn) if gn is not None else local_norm)
 
     @torch.no_grad()
     def _local_grad_norm(self) -> float:
@@ -195,18 +218,6 @@ class LearnerCore:
             dist.all_reduce(sq)
             sq /= dist.get_world_size()
         return float(sq.sqrt())
-
-    @torch.no_grad()
-    def _ref_logprobs(self, rows: list[Row]) -> list[list[float]]:
-        out = []
-        for part in chunks(rows, self.micro):
-            if not part:
-                continue
-            lp, _, _, _ = sequence_logprobs(self.ref_model, part, self.pad_id, self.temperature, self.device, False)
-            for i, r in enumerate(part):
-                lo = len(r.prompt) - 1
-                out.append(lp[i, lo:lo + len(r.completion)].float().cpu().tolist())
-        return out
 
 
 def make_deepspeed_engine(model, lcfg, total_steps: int, use_bf16: bool):

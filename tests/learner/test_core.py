@@ -3,6 +3,7 @@ direction of the advantages, skips a non-finite step, and keeps data-parallel de
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -10,7 +11,7 @@ import torch
 
 from ada_ray.algo.loss import LossConfig
 from ada_ray.config import LearnerConfig
-from ada_ray.learner.core import LearnerCore, Row, init_single_rank_group, make_deepspeed_engine, pad_rows
+from ada_ray.learner.core import LearnerCore, Row, _StepTotals, init_single_rank_group, make_deepspeed_engine, pad_rows
 
 
 @pytest.fixture(scope="module")
@@ -20,15 +21,18 @@ def ds_world():
     yield
 
 
-def _core(lr=1e-2, **loss_kw):
+def _core(lr=1e-2, micro=4, with_ref=False, **loss_kw):
+    """A tiny Qwen2 policy on DeepSpeed; with_ref: its reference model is a frozen copy of the start weights."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(0)
     model = Qwen2ForCausalLM(Qwen2Config(vocab_size=20, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                          num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=32,
                                          tie_word_embeddings=True, pad_token_id=0, eos_token_id=2, bos_token_id=1))
+    ref = copy.deepcopy(model).eval() if with_ref else None
     engine = make_deepspeed_engine(model, LearnerConfig(lr=lr, grad_clip=0.0), 10, False)
-    return LearnerCore(engine, LossConfig(dual_clip_c=None, tis_cap=None, **loss_kw), 0, 1.0, 4, torch.device("cpu"))
+    return LearnerCore(engine, LossConfig(dual_clip_c=None, tis_cap=None, **loss_kw), 0, 1.0, micro,
+                       torch.device("cpu"), ref_model=ref)
 
 
 def _mean_lp(core, rows):
@@ -43,6 +47,50 @@ def test_pad_rows_masks_only_completion_targets():
     assert cmask.tolist() == [[0, 0, 1, 1], [0, 1, 0, 0]]  # positions predicting completion tokens
     assert targets[0, 2:4].tolist() == [7, 2] and targets[1, 1].item() == 9
     assert blp[0, 2:4].tolist() == pytest.approx([-0.1, -0.2])
+
+
+def test_row_span_is_the_targets_of_its_completion():
+    assert Row([1, 5, 6], [7, 2], [], 0.0, 0).span == slice(2, 4)  # positions 2, 3 predict tokens 7, 2
+    assert Row([1], [9], [], 0.0, 0).span == slice(0, 1)
+
+
+def test_one_logprob_function_for_policy_and_reference(ds_world):
+    """completion_logprobs is what logprobs (policy) and the reference use: a reference copied from
+    the policy gives the policy's numbers, one per completion token, whatever the micro-batch size."""
+    rows = [Row([1, 5, 6], [7, 8, 2], [], 1.0, 0), Row([1, 4], [9, 2], [], -1.0, 0), Row([1], [3, 4, 5, 2], [], 0.0, 0)]
+    core = _core(with_ref=True)
+    policy = core.logprobs(rows)
+    assert [len(x) for x in policy] == [3, 2, 4] and all(v < 0 for x in policy for v in x)
+    assert core.completion_logprobs(core.ref_model, rows) == policy
+    one_by_one = _core(micro=1).logprobs(rows)  # no padding across rows
+    assert all(a == pytest.approx(b, abs=1e-5) for a, b in zip(one_by_one, policy))
+
+
+def test_reference_kl_is_zero_while_the_policy_is_the_reference(ds_world):
+    """The reference log-probs land on the same token positions as the training forward pass's."""
+    core = _core(with_ref=True, kl_coef=0.1)
+    rows = [Row([1, 5, 6], [7, 8, 2], [], 1.0, 0), Row([1, 4], [9, 2], [], -1.0, 0)]
+    m = core.train([(rows, 5.0, 2.0)], world_size=1)
+    assert m["kl_ref"] == pytest.approx(0.0, abs=1e-6)
+    m = core.train([(rows, 5.0, 2.0)], world_size=1)  # the policy has moved away from its copy
+    assert m["kl_ref"] > 1e-6
+
+
+def test_minibatch_step_accumulates_or_skips(ds_world):
+    core = _core()
+    core.engine.module.train()
+    totals = _StepTotals()
+    rows = [Row([1, 5, 6], [7, 8, 2], [], 1.0, 0), Row([1, 4], [9, 2], [], -1.0, 0)]
+    steps = core.engine.global_steps
+    core._train_minibatch(rows, None, None, 5.0, 2.0, totals)
+    assert (totals.tokens, totals.skipped, len(totals.grad_norms)) == (5.0, 0, 1)
+    assert core.engine.global_steps == steps + 1 and totals.grad_norms[0] > 0
+    loss_sum = totals.sums["loss"]
+    before = [p.detach().clone() for p in core.engine.module.parameters()]
+    core._train_minibatch([Row([1, 5], [7, 2], [], float("nan"), 0)], None, None, 2.0, 1.0, totals)
+    assert (totals.tokens, totals.skipped, len(totals.grad_norms)) == (5.0, 1, 1)  # nothing added
+    assert totals.sums["loss"] == loss_sum and core.engine.global_steps == steps + 1
+    assert all(torch.equal(a, b) for a, b in zip(core.engine.module.parameters(), before))
 
 
 def test_step_moves_logprobs_with_the_advantage(ds_world):
