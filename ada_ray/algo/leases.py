@@ -38,7 +38,9 @@ class LeaseTable:
     def __init__(self, timeout_s: float, counts: Optional[ItemCounts] = None):
         self.timeout_s = timeout_s
         self.counts = counts or ItemCounts()
-        self._leases: dict[int, Lease] = {}  # item_id -> lease, in the order they were granted
+        self._leases: dict[int, Lease] = {}  # item_id -> lease, in the order they were granted (= deadline order)
+        self._last_deadline = float("-inf")
+        self.in_deadline_order = True  # False once a caller's clock went back: expire then scans every lease
 
     def __len__(self) -> int:
         return len(self._leases)
@@ -48,6 +50,8 @@ class LeaseTable:
         return [lease.item for lease in self._leases.values()]
 
     def grant(self, item: WorkItem, sampler_id: str, now: float) -> None:
+        self.in_deadline_order &= now + self.timeout_s >= self._last_deadline
+        self._last_deadline = now + self.timeout_s
         self._leases[item.item_id] = Lease(item, sampler_id, now + self.timeout_s)
         self.counts.issued += 1
 
@@ -57,8 +61,17 @@ class LeaseTable:
         return [self._leases.pop(iid).item for iid in item_ids]
 
     def expire(self, now: float) -> list[WorkItem]:
-        """End every lease whose deadline has passed; the items to hand out again."""
-        return self._end([iid for iid, lease in self._leases.items() if lease.deadline < now])
+        """End every lease whose deadline has passed; the items to hand out again. Leases are granted
+        with one timeout at a clock that does not go back, so the table is in deadline order: the scan
+        stops at the first live lease (a lease call costs O(expired), not O(outstanding))."""
+        if not self.in_deadline_order:
+            return self._end([iid for iid, lease in self._leases.items() if lease.deadline < now])
+        dead = []
+        for iid, lease in self._leases.items():
+            if lease.deadline >= now:
+                break
+            dead.append(iid)
+        return self._end(dead)
 
     def release(self, sampler_id: str) -> list[WorkItem]:
         """A sampler died: end its leases (only its own); the items to hand out again."""

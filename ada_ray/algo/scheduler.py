@@ -26,12 +26,13 @@ import hashlib
 import heapq
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 from ada_ray.algo import scheduler_state
 from ada_ray.algo.estimator import PassRateEstimator
 from ada_ray.algo.leases import LeaseTable
 from ada_ray.algo.prompt_order import PromptOrder
+from ada_ray.algo.prompt_source import PromptSource, as_source
 from ada_ray.algo.scheduler_state import Cohort, PromptCounts
 from ada_ray.algo.strategies import PromptState, Strategy, make_strategy
 from ada_ray.algo.types import Group, Prompt, Sample, Signal, WorkItem
@@ -64,7 +65,7 @@ class SchedulerError(RuntimeError):
 class WorkScheduler:
     def __init__(
         self,
-        prompts: Sequence[Prompt],
+        prompts: Union[PromptSource, Sequence[Prompt]],
         algo: AlgoConfig,
         *,
         batch_prompts: int,
@@ -79,9 +80,7 @@ class WorkScheduler:
     ):
         if mode not in ("async", "sync"):
             raise ValueError(f"unknown mode {mode!r}")
-        self.prompts = {p.prompt_id: p for p in prompts}
-        if len(self.prompts) != len(prompts):
-            raise ValueError("duplicate prompt ids in the training set")
+        self.prompts = as_source(prompts)  # ids here; token ids stay in the source until a prompt is admitted
         if batch_prompts > len(self.prompts):
             raise ValueError(f"batch_prompts = {batch_prompts} is more than the {len(self.prompts)} prompts in the "
                              "training set: a cohort never holds a prompt twice")
@@ -96,10 +95,9 @@ class WorkScheduler:
         self.lease_timeout_s = lease_timeout_s
         self.estimator = estimator or PassRateEstimator(algo.est_alpha, algo.est_beta, algo.est_lambda)
         if algo.prior_weight > 0:
-            for p in prompts:  # offline pass rates (prepare-data) seed the difficulty memory
-                if p.prior_pass_rate is not None:
-                    self.estimator.seed_prior(p.prompt_id, p.prior_pass_rate, algo.prior_weight)
-        self.order = PromptOrder([p.prompt_id for p in prompts], prompt_order, seed, total_epochs)
+            for pid, rate in self.prompts.priors():  # offline pass rates (prepare-data) seed the difficulty memory
+                self.estimator.seed_prior(pid, rate, algo.prior_weight)
+        self.order = PromptOrder(self.prompts.ids(), prompt_order, seed, total_epochs)
         self.version = 0
         self.next_cohort = 0  # next cohort index to open
         self.first_untaken = 0  # cohorts below this have been handed to the learner
@@ -141,7 +139,7 @@ class WorkScheduler:
             if pid not in taken:
                 del self.deferred[i]
                 self.prompt_counts.prompts_drawn += 1
-                return self.prompts[pid]
+                return self.prompts.get(pid)
         while not self.data_exhausted:
             nxt = self.order.next(self.estimator)
             if nxt is None:
@@ -151,7 +149,7 @@ class WorkScheduler:
                 self.deferred.append(nxt[0])
                 continue
             self.prompt_counts.prompts_drawn += 1
-            return self.prompts[nxt[0]]
+            return self.prompts.get(nxt[0])
         return None
 
     def _open(self, index: int) -> None:
@@ -349,7 +347,7 @@ class WorkScheduler:
         return scheduler_state.save(self)
 
     def load_state_dict(self, state: dict) -> None:
-        missing = {st["prompt_id"] for st in state["inflight"]} - set(self.prompts)
+        missing = {st["prompt_id"] for st in state["inflight"] if st["prompt_id"] not in self.prompts}
         if missing:
             raise SchedulerError(
                 f"checkpointed queue names prompts not in this dataset (e.g. {sorted(missing)[0]}): "
@@ -363,7 +361,7 @@ class WorkScheduler:
         work = sorted(work, key=lambda w: (w["cohort"], w["round"]))
         for w in work:
             co = self.cohorts[w["cohort"]]
-            item = self._new_item(self.prompts[w["prompt_id"]], w["cohort"], w["round"], w["num_samples"])
+            item = self._new_item(self.prompts.get(w["prompt_id"]), w["cohort"], w["round"], w["num_samples"])
             co.running_items += 1
             self._push(item)
         if self.barrier:

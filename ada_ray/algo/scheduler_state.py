@@ -151,7 +151,7 @@ def restore(s: WorkScheduler, state: dict) -> list[dict]:
         s.cohorts[co.index] = co
     s.inflight = {}
     for d in state["inflight"]:
-        st = prompt_state_from_dict(d, s.prompts[d["prompt_id"]], s.algo.positive_threshold)
+        st = prompt_state_from_dict(d, s.prompts.get(d["prompt_id"]), s.algo.positive_threshold)
         s.inflight[(st.cohort, st.prompt.prompt_id)] = st
     s.ready = []
     return state["work"]

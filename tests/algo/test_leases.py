@@ -63,3 +63,16 @@ def test_saved_counts_treat_open_leases_as_reissued_without_changing_the_live_on
     assert t.counts == ItemCounts(issued=5, completed=3)
     # what a resumed table starts from balances with no leases open
     assert LeaseTable(10.0, t.counts_as_saved()).balanced()
+
+
+def test_expiry_stops_at_the_first_live_lease_and_survives_a_clock_that_goes_back():
+    t = LeaseTable(timeout_s=10.0)
+    for iid, now in ((1, 0.0), (2, 1.0), (3, 2.0)):
+        t.grant(item(iid), "s0", now=now)
+    assert t.in_deadline_order
+    assert [it.item_id for it in t.expire(11.5)] == [1, 2]
+    t.grant(item(4), "s0", now=0.5)  # a caller's clock went back: deadline 10.5, before item 3's 12.0
+    assert not t.in_deadline_order
+    assert [it.item_id for it in t.expire(11.0)] == [4]  # found behind a live lease: the full scan
+    assert [it.item_id for it in t.expire(12.5)] == [3]
+    assert t.balanced() and t.counts == ItemCounts(issued=4, reissued=4)

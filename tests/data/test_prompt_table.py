@@ -81,3 +81,14 @@ def test_writer_counts_rows(tmp_path, monkeypatch):
         w.add(p)
     assert w.rows == 4  # two full chunks written, one prompt pending
     assert len(w.close()) == 5
+
+
+def test_the_scheduler_over_a_table_leases_what_it_leases_over_the_list(tmp_path):
+    from ada_ray.algo.scheduler import WorkScheduler
+    from ada_ray.config import AlgoConfig
+
+    ps = prompts(40)
+    table = write_prompt_table(tmp_path / "t.arrow", ps)
+    kw = dict(batch_prompts=6, max_staleness=1, seed=5, prompt_order="hardest_first")
+    algo = AlgoConfig(name="ada_seq_balance", prior_weight=4)
+    assert WorkScheduler(table, algo, **kw).lease("s", 100, 0.0) == WorkScheduler(ps, algo, **kw).lease("s", 100, 0.0)
