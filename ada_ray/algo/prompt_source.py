@@ -27,6 +27,10 @@ class PromptSource(Protocol):
 
     def get(self, prompt_id: str) -> Prompt: ...
 
+    def get_many(self, prompt_ids: Sequence[str]) -> list[Prompt]:
+        """`get` of each id, in order (a source may read them in one go)."""
+        ...
+
     def priors(self) -> Iterator[tuple[str, float]]:
         """(prompt id, offline pass rate) of every prompt that has one."""
         ...
@@ -51,6 +55,9 @@ class InMemoryPrompts:
 
     def get(self, prompt_id: str) -> Prompt:
         return self.by_id[prompt_id]
+
+    def get_many(self, prompt_ids: Sequence[str]) -> list[Prompt]:
+        return [self.by_id[pid] for pid in prompt_ids]
 
     def priors(self) -> Iterator[tuple[str, float]]:
         return ((p.prompt_id, p.prior_pass_rate) for p in self.by_id.values() if p.prior_pass_rate is not None)

@@ -129,9 +129,9 @@ class WorkScheduler:
             self._open(self.next_cohort)
             self.next_cohort += 1
 
-    def _draw(self, co: Cohort) -> Optional[Prompt]:
-        """The next prompt for cohort `co`. A cohort never holds a prompt twice: across an epoch
-        boundary the same prompt can come up again; it is deferred to the next cohort."""
+    def _draw(self, co: Cohort) -> Optional[str]:
+        """The id of the next prompt for cohort `co`. A cohort never holds a prompt twice: across an
+        epoch boundary the same prompt can come up again; it is deferred to the next cohort."""
         taken = set(co.admitted)
         if len(taken) >= len(self.prompts):
             return None  # the cohort holds every prompt: the loop below would defer forever
@@ -139,7 +139,7 @@ class WorkScheduler:
             if pid not in taken:
                 del self.deferred[i]
                 self.prompt_counts.prompts_drawn += 1
-                return self.prompts.get(pid)
+                return pid
         while not self.data_exhausted:
             nxt = self.order.next(self.estimator)
             if nxt is None:
@@ -149,18 +149,17 @@ class WorkScheduler:
                 self.deferred.append(nxt[0])
                 continue
             self.prompt_counts.prompts_drawn += 1
-            return self.prompts.get(nxt[0])
+            return nxt[0]
         return None
 
     def _open(self, index: int) -> None:
         co = Cohort(index)
-        drawn: list[Prompt] = []
-        while len(drawn) < self.batch_prompts:
-            p = self._draw(co)
-            if p is None:
+        while len(co.admitted) < self.batch_prompts:
+            pid = self._draw(co)
+            if pid is None:
                 break
-            drawn.append(p)
-            co.admitted.append(p.prompt_id)
+            co.admitted.append(pid)
+        drawn = self.prompts.get_many(co.admitted)  # the cohort's prompts read whole, in one go
         co.admitted = []
         if not drawn:
             self.end_cohort = index
@@ -279,7 +278,7 @@ class WorkScheduler:
                     group.dropped = True
                     co.dropped.append(group)
                     self.prompt_counts.prompts_dropped += 1
-                    self._start_prompt(co, replacement, self.algo.n)
+                    self._start_prompt(co, self.prompts.get(replacement), self.algo.n)
                     return
             co.cap_hit = True  # fill the batch with the zero-signal group; never crash
         co.groups[group.prompt_id] = group

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class PromptState:
-    """A prompt in flight: its pool for this step, in first-collected (scoring) order."""
+    """A prompt in flight: its pool for this step, in first-collected (scoring) order. The positives
+    and negatives are kept as the pool grows (read after every round: no rescan of the pool)."""
 
     prompt: Prompt
     cohort: int
@@ -40,14 +41,16 @@ class PromptState:
     pool: list[Sample] = field(default_factory=list)
     rounds_done: int = 0
     round0_rewards: list[float] = field(default_factory=list)
+    pos: list[Sample] = field(init=False, repr=False, compare=False)  # read-only for callers
+    neg: list[Sample] = field(init=False, repr=False, compare=False)
 
-    @property
-    def pos(self) -> list[Sample]:
-        return [s for s in self.pool if s.positive(self.threshold)]
+    def __post_init__(self) -> None:
+        self.pos, self.neg = [], []
+        self._split(self.pool)
 
-    @property
-    def neg(self) -> list[Sample]:
-        return [s for s in self.pool if not s.positive(self.threshold)]
+    def _split(self, samples: list[Sample]) -> None:
+        for s in samples:
+            (self.pos if s.positive(self.threshold) else self.neg).append(s)
 
     @property
     def pool_size(self) -> int:
@@ -57,6 +60,7 @@ class PromptState:
         if self.rounds_done == 0:
             self.round0_rewards = [s.reward for s in samples]
         self.pool.extend(samples)
+        self._split(samples)
         self.rounds_done += 1
 
 

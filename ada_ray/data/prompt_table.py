@@ -142,20 +142,27 @@ class PromptTable:
     def get(self, prompt_id: str) -> Prompt:
         return self.rows([self._row_of(prompt_id)])[0]
 
+    def get_many(self, prompt_ids: Sequence[str]) -> list[Prompt]:
+        return self.rows([self._row_of(pid) for pid in prompt_ids])
+
     def rows(self, indices: Sequence[int]) -> list[Prompt]:
-        """The prompts at these row numbers, read through zero-copy slices of their record batches (a
-        `take` over the whole table would copy every column into memory)."""
+        """The prompts at these row numbers, in order: one `take` per record batch they fall in (a
+        `take` over the whole table would first copy every column into memory)."""
         if self._starts is None:
             self._batches = self.table.to_batches()
             self._starts = list(itertools.accumulate((b.num_rows for b in self._batches), initial=0))
-        out = []
-        for i in indices:
+        by_batch: dict[int, list[tuple[int, int]]] = {}
+        for pos, i in enumerate(indices):
             if not 0 <= i < self._starts[-1]:
                 raise IndexError(f"row {i} is outside prompt table {self.path} ({self._starts[-1]} rows)")
             b = bisect.bisect_right(self._starts, i) - 1
-            r = self._batches[b].slice(i - self._starts[b], 1).to_pylist()[0]
-            out.append(Prompt(r["prompt_id"], r["text"], tuple(r["token_ids"]), r["answer"], r["difficulty"],
-                              r["prior_pass_rate"]))
+            by_batch.setdefault(b, []).append((pos, i - self._starts[b]))
+        out: list = [None] * len(indices)
+        for b, wanted in by_batch.items():
+            cols = self._batches[b].take(pa.array([r for _, r in wanted], pa.int64())).to_pydict()
+            for k, (pos, _) in enumerate(wanted):
+                out[pos] = Prompt(cols["prompt_id"][k], cols["text"][k], tuple(cols["token_ids"][k]),
+                                  cols["answer"][k], cols["difficulty"][k], cols["prior_pass_rate"][k])
         return out
 
     def __iter__(self) -> Iterator[Prompt]:

@@ -23,11 +23,16 @@ class CountingSource(InMemoryPrompts):
         self.fetched.append(prompt_id)
         return super().get(prompt_id)
 
+    def get_many(self, prompt_ids):
+        self.fetched.extend(prompt_ids)
+        return super().get_many(prompt_ids)
+
 
 def test_lists_become_sources_and_junk_is_refused():
     src = as_source(prompts(3))
     assert isinstance(src, InMemoryPrompts) and len(src) == 3 and src.ids() == ["p0", "p1", "p2"]
     assert "p1" in src and "p9" not in src and src.get("p2").token_ids == (1, 4)
+    assert src.get_many(["p2", "p0"]) == [src.get("p2"), src.get("p0")]
     assert list(src.priors()) == [("p0", 0.5)]
     with pytest.raises(ValueError, match="duplicate prompt ids"):
         as_source(prompts(2) + prompts(1))

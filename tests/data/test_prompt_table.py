@@ -24,7 +24,8 @@ def test_round_trip_by_id_row_and_order(tmp_path, monkeypatch):
     assert len(t) == 11 and len(t.table.to_batches()) == 3
     assert t.ids() == [p.prompt_id for p in ps]
     assert list(t) == ps
-    assert t.get("id9") == ps[9] and t.rows([10, 0, 4]) == [ps[10], ps[0], ps[4]]
+    assert t.get("id9") == ps[9] and t.rows([10, 0, 4, 5]) == [ps[10], ps[0], ps[4], ps[5]]
+    assert t.get_many(["id7", "id1", "id8"]) == [ps[7], ps[1], ps[8]]
     assert "id3" in t and "nope" not in t
     assert list(t.priors()) == [(p.prompt_id, p.prior_pass_rate) for p in ps if p.prior_pass_rate is not None]
     with pytest.raises(IndexError, match="row 11 is outside"):
