@@ -9,7 +9,7 @@ are dotted overrides (algo.n=8). Commands:
   show-config  print the resolved config
   prepare-data the paper's data preparation: k samples per training prompt from model.path, keep the
                prompts in a pass-rate band (prepare.*), write them with their pass rates (resumable)
-  bench        ada-ray bench {sync,system,queue,sampler,algo,soak,paper,gpu} [param=value ...] (see BENCHMARKS.md)
+  bench        ada-ray bench {sync,system,queue,sampler,algo,soak,paper,gpu,scale} [param=value ...] (see BENCHMARKS.md)
 """
 
 from __future__ import annotations
@@ -166,7 +166,8 @@ def cmd_train(cfg, args) -> int:
 
 BENCH_PARAMS = {"steps": int, "skip": int, "out": str, "smoke": lambda v: v.lower() in ("1", "true", "yes"),
                 "receivers": int, "big_mb": float, "repeats": int, "seeds": int, "budget": int, "hog": int,
-                "interval": float, "batch": int, "eval_every": int, "methods": str}
+                "interval": float, "batch": int, "eval_every": int, "methods": str, "samplers": str, "prompts": str,
+                "duration": float, "service_ms": float, "hosts": int, "max_items": int}
 
 
 def cmd_bench(argv: list[str]) -> int:
@@ -174,7 +175,7 @@ def cmd_bench(argv: list[str]) -> int:
     import importlib
 
     names = {"sync": "weight_sync", "system": "system", "queue": "queue", "sampler": "sampler", "algo": "algos",
-             "soak": "soak", "paper": "paper", "gpu": "gpu"}
+             "soak": "soak", "paper": "paper", "gpu": "gpu", "scale": "scale"}
     if not argv or argv[0] not in names:
         print(f"ada-ray bench: expected one of {', '.join(names)}", file=sys.stderr)
         return 2

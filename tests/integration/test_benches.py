@@ -124,3 +124,17 @@ def test_bench_paper_smoke(ray_cluster, tmp_path):
     assert math.isclose(bal["diff_to_grpo_n4"]["mean"], bal["avg16"][0] - t["methods"]["grpo_n4"]["avg16"][0])
     assert (tmp_path / "paper_eval.png").read_bytes()[:4] == b"\x89PNG"
     assert "ada_seq_balance" in paper.format_table(d)
+
+
+def test_bench_scale_smoke(ray_cluster, tmp_path):
+    from ada_ray.bench import scale
+
+    scale.run(out_dir=tmp_path, smoke=True)
+    d = load(tmp_path, "scale")
+    assert [(r["samplers"], r["prompts"]) for r in d["rows"]] == [(4, 2000), (16, 2000)]
+    for r in d["rows"]:
+        assert r["items_per_s"] > 0 and r["steps"] >= 1 and r["groups_trained"] == 64 * r["steps"]
+        assert r["accounting_ok"] and r["stale_samples"] == 0  # admission control and accounting hold
+        assert 0 < r["lease_p50_ms"] <= r["lease_p99_ms"] and r["queue_cpu_share"] > 0
+    assert d["driver_load"][0]["rows"] == 2000 and d["driver_load"][0]["peak_rss_mb"] > 0
+    assert (tmp_path / "scale.png").read_bytes()[:4] == b"\x89PNG"

@@ -1,0 +1,313 @@
+"""`ada-ray bench scale`: the real PromptQueue at cluster scale, with simulated samplers.
+
+For every (S samplers, P prompts) pair: a real PromptQueue actor (real Ray) serves P synthetic prompts
+(each with a known pass rate, which also seeds the queue's difficulty memory, so that memory holds all P
+prompts from the start); S simulated samplers, hosted as asyncio tasks in a few Ray actors (`SimSamplers`:
+256 sampler processes would not fit a small machine), lease work, "generate" by sleeping a drawn service
+time, and report synthetic samples whose rewards are Bernoulli(pass rate); the bench process plays the
+driver (wait for cohort c, check it, set version c + 1).
+
+Recorded per pair: work items served per second, lease and report latency p50/p99 (as the samplers see
+them), the queue process's CPU share, its memory per prompt (RSS after loading P prompts minus RSS after
+loading one batch, over the difference in prompts), the driver's wait per cohort, and two checks:
+admission control (every trained sample came from a policy version >= cohort - max_staleness) and the
+accounting invariant after the queue stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from pathlib import Path
+from typing import Optional
+
+import ray
+
+from ada_ray.algo.types import Sample, Signal
+from ada_ray.bench.common import write_result
+from ada_ray.config import load_config, to_dict
+
+PROMPT_TOKENS = 32  # token ids per synthetic prompt (they live outside the queue: the prompt table)
+COMPLETION_TOKENS = 8  # per synthetic sample
+
+
+def pass_rate(prompt_id: str) -> float:
+    """The known pass rate of a synthetic prompt: Beta(0.5, 1.5)-shaped, fixed by its id."""
+    return random.Random(prompt_id).betavariate(0.5, 1.5)
+
+
+def percentile(xs: list[float], q: float) -> float:
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+@ray.remote(num_cpus=0)
+class SimSamplers:
+    """`n` simulated samplers in one process: lease, sleep a service time, report Bernoulli rewards."""
+
+    def __init__(self, queue, first_id: int, n: int, service_ms: float, max_items: int, seed: int):
+        self.queue = queue
+        self.ids = [f"sim{first_id + i}" for i in range(n)]
+        self.service_s = service_ms / 1000.0
+        self.max_items = max_items
+        self.rng = random.Random(seed)
+        self.stopping = False
+        self.lease_s: list[float] = []
+        self.report_s: list[float] = []
+        self.served = 0
+        self.empty_leases = 0
+        self.rates: dict[str, float] = {}
+
+    def _samples(self, item) -> list[Sample]:
+        p = self.rates.get(item.prompt_id)
+        if p is None:
+            p = self.rates[item.prompt_id] = pass_rate(item.prompt_id)
+        return [Sample(item.prompt_id, [7] * COMPLETION_TOKENS, [-0.5] * COMPLETION_TOKENS,
+                       1.0 if self.rng.random() < p else 0.0, item.version) for _ in range(item.num_samples)]
+
+    async def _one(self, sid: str) -> None:
+        while not self.stopping:
+            t0 = time.perf_counter()
+            items = await self.queue.lease.remote(sid, self.max_items, None, 0.0)
+            self.lease_s.append(time.perf_counter() - t0)
+            if items == Signal.STOP:
+                return
+            if not items:
+                self.empty_leases += 1
+                await asyncio.sleep(0.01)
+                continue
+            await asyncio.sleep(self.rng.expovariate(1.0 / self.service_s) if self.service_s > 0 else 0.0)
+            reports = [(it.item_id, self._samples(it)) for it in items]
+            t0 = time.perf_counter()
+            await self.queue.report_many.remote(sid, reports)
+            self.report_s.append(time.perf_counter() - t0)
+            self.served += len(items)
+
+    async def run(self) -> dict:
+        await asyncio.gather(*(self._one(s) for s in self.ids))
+        return self.stats()
+
+    def stop(self) -> None:
+        self.stopping = True
+
+    def stats(self) -> dict:
+        return {"served": self.served, "lease_s": self.lease_s, "report_s": self.report_s,
+                "empty_leases": self.empty_leases}
+
+
+def _queue_config(batch: int, max_staleness: int, overrides: Optional[list[str]] = None):
+    return load_config("ada_seq_balance", [f"trainer.batch_prompts={batch}", f"trainer.max_staleness={max_staleness}",
+                                           "trainer.total_steps=1000000000", "algo.prior_weight=4",
+                                           "sampler.lease_timeout_s=600"] + list(overrides or []))
+
+
+def make_prompt_source(prompts: int, folder: Path):
+    """A prompt table of `prompts` synthetic prompts, written once per size and reused."""
+    from ada_ray.data.prompt_table import PromptTable, synthetic_table
+
+    path = folder / f"synthetic_{prompts}.arrow"
+    if not path.exists():
+        synthetic_table(path, prompts, PROMPT_TOKENS, pass_rate)
+    return PromptTable.open(path)
+
+
+def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, service_ms: float, hosts: int,
+             max_items: int, batch: int, max_staleness: int, seed: int = 0) -> dict:
+    from ada_ray.actors.prompt_queue import PromptQueue
+
+    cfg = to_dict(_queue_config(batch, max_staleness))
+    # baseline: the same queue holding one batch of prompts (interpreter, Ray worker, code)
+    small = PromptQueue.options(num_cpus=0).remote(make_prompt_source(batch, folder), cfg)
+    base = ray.get(small.resources.remote(), timeout=600)
+    ray.kill(small)
+    t0 = time.perf_counter()
+    q = PromptQueue.options(num_cpus=0, max_concurrency=1000).remote(make_prompt_source(prompts, folder), cfg)
+    ray.get(q.resources.remote(), timeout=1800)
+    load_s = time.perf_counter() - t0
+    per_host = [samplers // hosts + (1 if i < samplers % hosts else 0) for i in range(hosts)]
+    sims = [SimSamplers.remote(q, sum(per_host[:i]), n, service_ms, max_items, seed + i)
+            for i, n in enumerate(per_host) if n > 0]
+    runs = [s.run.remote() for s in sims]
+    waits: list[float] = []
+    stale_violations = 0
+    groups = 0
+    step = 0
+    cpu0 = ray.get(q.resources.remote(), timeout=60)
+    t_start = time.perf_counter()
+    while time.perf_counter() - t_start < duration_s:
+        w0 = time.perf_counter()
+        res = ray.get(q.wait_cohort.remote(step, 120.0), timeout=180)
+        if not hasattr(res, "groups"):
+            raise RuntimeError(f"bench scale: cohort {step} did not come ({res})")
+        waits.append(time.perf_counter() - w0)
+        for g in res.groups:
+            groups += 1
+            stale_violations += sum(1 for s in g.samples if s.version < step - max_staleness)
+        step += 1
+        ray.get(q.set_version.remote(step), timeout=60)
+    elapsed = time.perf_counter() - t_start
+    cpu1 = ray.get(q.resources.remote(), timeout=60)
+    stats0 = ray.get(q.stats.remote(), timeout=60)
+    for s in sims:
+        s.stop.remote()
+    accounting = ray.get(q.stop.remote(), timeout=120)
+    outs = ray.get(runs, timeout=300)
+    for s in sims:
+        ray.kill(s)
+    ray.kill(q)
+    lease = [x for o in outs for x in o["lease_s"]]
+    report = [x for o in outs for x in o["report_s"]]
+    served = sum(o["served"] for o in outs)
+    issued = accounting["issued"]
+    return {
+        "samplers": samplers, "prompts": prompts, "hosts": len(sims), "seconds": elapsed, "steps": step,
+        "groups_trained": groups, "items_issued": issued, "items_reported": served,
+        "items_per_s": served / elapsed,
+        "lease_p50_ms": 1000 * percentile(lease, 0.5), "lease_p99_ms": 1000 * percentile(lease, 0.99),
+        "report_p50_ms": 1000 * percentile(report, 0.5), "report_p99_ms": 1000 * percentile(report, 0.99),
+        "lease_calls": len(lease), "empty_leases": sum(o["empty_leases"] for o in outs),
+        "queue_cpu_share": (cpu1["cpu_s"] - cpu0["cpu_s"]) / elapsed,
+        "queue_rss_mb": cpu1["rss_mb"], "queue_anon_mb": cpu1["anon_mb"], "load_s": load_s,
+        # what the queue owns per prompt (anonymous memory: ids, index, difficulty memory), at the end of the run
+        "bytes_per_prompt": (cpu1["anon_mb"] - base["anon_mb"]) * 2**20 / max(1, prompts - batch),
+        # the same with the prompt table's pages the run touched (page cache shared with the OS, reclaimable)
+        "rss_bytes_per_prompt": (cpu1["rss_mb"] - base["rss_mb"]) * 2**20 / max(1, prompts - batch),
+        "cohort_wait_p50_ms": 1000 * percentile(waits, 0.5), "cohort_wait_max_ms": 1000 * max(waits, default=0.0),
+        "stale_samples": stale_violations, "accounting_ok": bool(accounting["items_ok"] and accounting["prompts_ok"]),
+        "queue_stats": stats0,
+    }
+
+
+DRIVER_LOAD = """
+import json, resource, sys, time
+from pathlib import Path
+from ada_ray.config import DataConfig
+from ada_ray.data.datasets import load_splits
+from ada_ray.data.shipped_policy import SHIPPED_DIR
+from transformers import AutoTokenizer
+
+def rss_mb():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
+
+path, cache, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+tok = AutoTokenizer.from_pretrained(str(SHIPPED_DIR))
+before = rss_mb()
+t0 = time.perf_counter()
+train, _ = load_splits(DataConfig(source="parquet", train_path=path, max_prompt_tokens=64), tok,
+                       table_cache=Path(cache) if mode == "table" else None, log=lambda m: None)
+seconds = time.perf_counter() - t0
+print(json.dumps({"rows": len(train.prompts), "seconds": seconds, "rss_before_mb": before, "rss_after_mb": rss_mb(),
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def driver_load(rows: int, folder: Path, mode: str = "table") -> dict:
+    """Stream a `rows`-row Parquet file into a prompt table in a fresh process (the driver's part of
+    starting a run): its peak and final RSS, and the seconds it took (tokenizing included). mode
+    "list" loads the prompts into a Python list instead (what the driver did before the table)."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = folder / f"driver_{rows}.parquet"
+    if not path.exists():
+        writer = None
+        for start in range(0, rows, 100_000):
+            n = min(100_000, rows - start)
+            t = pa.table({"question": [f"{i % 97}+{i // 97 % 89}-{i % 13}= #{i}" for i in range(start, start + n)],
+                          "answer": [str(i % 97 + i // 97 % 89 - i % 13) for i in range(start, start + n)]})
+            writer = writer or pq.ParquetWriter(path, t.schema)
+            writer.write_table(t)
+        writer.close()
+    cache = folder / f"driver_cache_{rows}"
+    shutil.rmtree(cache, ignore_errors=True)
+    out = subprocess.run([sys.executable, "-c", DRIVER_LOAD, str(path), str(cache), mode], capture_output=True, text=True,
+                         timeout=3600)
+    if out.returncode != 0:
+        raise RuntimeError(f"bench scale: driver load of {rows} rows failed: {out.stderr[-2000:]}")
+    shutil.rmtree(cache, ignore_errors=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8,64,256",
+        prompts: str = "10000,100000,1000000", duration: float = 20.0, service_ms: float = 20.0, hosts: int = 8,
+        max_items: int = 16, batch: int = 512, seed: int = 0) -> dict:
+    from ada_ray.driver import cluster as cl
+
+    if smoke:
+        samplers, prompts, duration, hosts, batch = "4,16", "2000", 3.0, 2, 64
+    s_list = [int(x) for x in str(samplers).split(",")]
+    p_list = [int(x) for x in str(prompts).split(",")]
+    folder = out_dir / "scale_data"
+    folder.mkdir(parents=True, exist_ok=True)
+    loads = [{"rows_asked": p, **driver_load(p, folder)} for p in p_list]
+    for r in loads:
+        print(f"driver: {r['rows']:,} rows streamed into a prompt table in {r['seconds']:.1f}s, RSS "
+              f"{r['rss_before_mb']:.0f} -> {r['rss_after_mb']:.0f} MB (peak {r['peak_rss_mb']:.0f})", flush=True)
+    if len(p_list) > 1 and max(p_list) >= 100_000:  # what the driver held before the table: a list of Prompts
+        loads.append({"rows_asked": max(p_list), "mode": "list", **driver_load(max(p_list), folder, "list")})
+    c = cl.connect(load_config("default", [f"trainer.ray_num_cpus={max(2, hosts + 1)}"]))
+    rows = []
+    try:
+        for p in p_list:
+            for s in s_list:
+                rows.append(run_pair(s, p, folder=folder, duration_s=duration, service_ms=service_ms, hosts=hosts,
+                                     max_items=max_items, batch=batch, max_staleness=2, seed=seed))
+                print(format_row(rows[-1]), flush=True)
+    finally:
+        c.shutdown()
+    result = {"params": {"duration_s": duration, "service_ms": service_ms, "hosts": hosts, "max_items": max_items,
+                         "batch": batch, "max_staleness": 2, "prompt_tokens": PROMPT_TOKENS,
+                         "completion_tokens": COMPLETION_TOKENS, "algo": "ada_seq_balance"},
+              "rows": rows, "driver_load": loads}
+    write_result(out_dir, "scale", result)
+    chart(out_dir / "scale.png", rows)
+    return result
+
+
+def chart(path: Path, rows: list[dict]) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    for p in sorted({r["prompts"] for r in rows}):
+        rs = sorted((r for r in rows if r["prompts"] == p), key=lambda r: r["samplers"])
+        xs = [r["samplers"] for r in rs]
+        axes[0].plot(xs, [r["items_per_s"] for r in rs], "o-", label=f"P={p:,}")
+        axes[1].plot(xs, [r["lease_p99_ms"] for r in rs], "o-", label=f"P={p:,}")
+        axes[2].bar(str(p), rs[-1]["bytes_per_prompt"]) if rs else None
+    axes[0].set(xscale="log", xlabel="simulated samplers", ylabel="work items / s", title="served")
+    axes[1].set(xscale="log", xlabel="simulated samplers", ylabel="ms", title="lease latency p99")
+    axes[1].axhline(50, color="gray", ls="--", lw=0.8)
+    axes[2].set(xlabel="prompts", ylabel="bytes", title="queue memory per prompt")
+    axes[2].axhline(1024, color="gray", ls="--", lw=0.8)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def format_row(r: dict) -> str:
+    return (f"S={r['samplers']:>4} P={r['prompts']:>8,}: {r['items_per_s']:8.0f} items/s, lease p50/p99 "
+            f"{r['lease_p50_ms']:.1f}/{r['lease_p99_ms']:.1f} ms, report p50/p99 {r['report_p50_ms']:.1f}/"
+            f"{r['report_p99_ms']:.1f} ms, queue CPU {100 * r['queue_cpu_share']:.0f}%, "
+            f"{r['bytes_per_prompt']:.0f} B/prompt, cohort wait p50 {r['cohort_wait_p50_ms']:.0f} ms, "
+            f"stale {r['stale_samples']}, accounting {'ok' if r['accounting_ok'] else 'BROKEN'}")
+
+
+def format_table(result: dict) -> str:
+    lines = [format_row(r) for r in result["rows"]]
+    lines += [f"driver ({r.get('mode', 'table')}): {r['rows']:,} rows in {r['seconds']:.1f}s, RSS {r['rss_before_mb']:.0f} -> "
+              f"{r['rss_after_mb']:.0f} MB, peak {r['peak_rss_mb']:.0f} MB" for r in result.get("driver_load", [])]
+    return "\n".join(lines)
