@@ -178,7 +178,9 @@ class Tracker:
                 from mlflow.exceptions import MlflowException
 
                 try:
-                    client.get_run(self.run_id)  # attach to the run being resumed
+                    # attach to the run being resumed; its params stay as first logged (MLflow params
+                    # cannot change, and a resume may change trainer.resume, total_steps, ...)
+                    self._logged_params = frozenset(client.get_run(self.run_id).data.params)
                     client.update_run(self.run_id, status="RUNNING")
                 except MlflowException as exc:
                     if getattr(exc, "error_code", "") != "RESOURCE_DOES_NOT_EXIST":
@@ -199,6 +201,7 @@ class Tracker:
             return False
 
     _attached = False
+    _logged_params: frozenset = frozenset()  # keys of the params a resumed run already has
 
     def _offline(self, exc: Exception) -> None:
         self._attached = False
@@ -219,7 +222,7 @@ class Tracker:
             self._pending_inputs = []
 
         if self._pending_params:
-            items = list(self._pending_params.items())
+            items = [(k, v) for k, v in self._pending_params.items() if k not in self._logged_params]
             for i in range(0, len(items), 100):
                 self.client.log_batch(self.run_id, params=[Param(k, v) for k, v in items[i:i + 100]])
             self._pending_params = {}

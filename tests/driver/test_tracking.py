@@ -148,3 +148,22 @@ def test_git_commit_matches_git_here():
         pytest.skip("not a git checkout")
     short, full = git_commit()
     assert full == head.stdout.strip() and full.startswith(short) and 7 <= len(short) < len(full)
+
+
+def test_a_resumed_run_keeps_its_first_params_and_gets_its_metrics(tmp_path):
+    """A resume changes resumable keys (trainer.resume, total_steps): MLflow params cannot change, so
+    the first values stay and the metrics still arrive (a refused param once held every metric back)."""
+    lines: list = []
+    first = tracker(tmp_path, lines)
+    first.log_params({"trainer.resume": None, "trainer.total_steps": 2})
+    first.log_metrics(1, {"x": 1.0})
+    first.close()
+    (tmp_path / "mlflow_run.json").unlink()  # as on another node: the id comes from the checkpoint
+    again = Tracker(tmp_path, True, None, "unit", "r", log=lines.append, resume_run_id=first.run_id)
+    again.log_params({"trainer.resume": "auto", "trainer.total_steps": 4, "trainer.staging_dir": "/s"})
+    again.log_metrics(2, {"x": 2.0})
+    again.close()
+    assert again.run_id == first.run_id and not [x for x in lines if "unreachable" in x], lines
+    run = store(tmp_path).get_run(first.run_id)
+    assert run.data.params["trainer.resume"] == "None" and run.data.params["trainer.staging_dir"] == "/s"
+    assert [m.step for m in store(tmp_path).get_metric_history(first.run_id, "x")] == [1, 2]
