@@ -163,6 +163,9 @@ class SamplerConfig:
     seed: int = 0  # engine seed (work items carry their own seeds)
     lease_timeout_s: float = 600.0  # a leased work item not reported by then goes out again
     reward_workers: int = 0  # 0: score in the sampler's thread; >0: a process pool (bounds hangs)
+    # custom Ray resources each sampler asks for besides CPUs/GPUs, e.g. {node_a: 1}: only nodes started
+    # with `ray start --resources '{"node_a": N}'` host samplers (pin samplers and learners to node pools)
+    resources: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -181,6 +184,8 @@ class LearnerConfig:
     num_gpus: float = 0.0  # GPUs per learner actor
     gradient_checkpointing: bool = False  # recompute activations in backward
     max_nonfinite_steps: int = 5  # stop after this many steps in a row skipped for NaN/inf losses
+    # custom Ray resources each learner asks for besides CPUs/GPUs, e.g. {node_b: 1} (as sampler.resources)
+    resources: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -212,9 +217,12 @@ class TrainerConfig:
     eval_samples: int = 8  # k for avg@k / pass@k
     eval_temperature: float = 1.0  # evaluation sampling temperature
     save_every: int = 0  # checkpoint every this many steps (0: never)
-    resume: Optional[str] = None  # null, auto (latest checkpoint of this run), or a checkpoint / run path
+    resume: Optional[str] = None  # null, auto (latest checkpoint of this run), or a checkpoint / run path or URI
     max_restarts: int = 1  # a dead queue/learner actor or a broken collective: rebuild from the last checkpoint this many times
-    output_dir: str = "runs"  # run directories go here
+    # run directories go here: a folder (shared by every node on a cluster) or a storage URI (s3://, gs://,
+    # hdfs://, file://) that pyarrow.fs opens; with a URI each node stages files in trainer.staging_dir
+    output_dir: str = "runs"
+    staging_dir: Optional[str] = None  # with a storage URI: each node's local folder for files on their way (null: <tmp>/ada_ray_staging)
     run_name: Optional[str] = None  # run directory name (default: time + algorithm); fix it to resume
     seed: int = 0  # seeds work items (sampling), data order and evaluation
     ray_address: Optional[str] = None  # default: $RAY_ADDRESS, else a local cluster on 127.0.0.1
@@ -281,9 +289,14 @@ CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 # ----------------------------------------------------------------------------------------------
 
 
+MAPPINGS = ("sampler.resources", "learner.resources")  # keys that hold a mapping of any names
+
+
 def _schema() -> DictConfig:
     cfg = OmegaConf.structured(AdaRayConfig)
     OmegaConf.set_struct(cfg, True)
+    for key in MAPPINGS:
+        OmegaConf.set_struct(OmegaConf.select(cfg, key), False)
     return cfg
 
 
@@ -592,6 +605,7 @@ def _validate_sampler(s: SamplerConfig, d: DataConfig) -> None:
         raise _err("sampler.gpu_memory_utilization", "in (0, 1]", s.gpu_memory_utilization)
     _positive("sampler.tensor_parallel_size", s.tensor_parallel_size)
     _positive("sampler.lease_timeout_s", s.lease_timeout_s)
+    _check_resources("sampler.resources", s.resources)
 
 
 def _validate_learner(lr: LearnerConfig) -> None:
@@ -606,6 +620,14 @@ def _validate_learner(lr: LearnerConfig) -> None:
     _positive("learner.mini_batches", lr.mini_batches)
     _positive("learner.grad_clip", lr.grad_clip, strict=False)
     _positive("learner.max_nonfinite_steps", lr.max_nonfinite_steps)
+    _check_resources("learner.resources", lr.resources)
+
+
+def _check_resources(key: str, resources: dict) -> None:
+    for name, amount in resources.items():
+        if name in ("CPU", "GPU", "memory"):
+            raise _err(key, f"custom resources only ({name} has its own key: num_cpus / num_gpus)", dict(resources))
+        _positive(f"{key}.{name}", amount)
 
 
 def _validate_weight_sync(w: WeightSyncConfig, s: SamplerConfig, lr: LearnerConfig) -> None:

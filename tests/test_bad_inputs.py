@@ -397,3 +397,28 @@ def test_44_unreadable_file(tmp_path, monkeypatch):
     monkeypatch.setattr(ds, "open", denied, raising=False)  # (chmod 000 does not stop root)
     with pytest.raises(DataError, match=rf"{p}: cannot read the file \(\[Errno 13\] Permission denied"):
         read_records(str(p), cfg_for(p))
+
+
+# ---- rows 45-47: where a run's files go (trainer.output_dir as a folder or a storage URI) ---------------
+
+
+def test_45_unknown_storage_scheme(capsys, tmp_path):
+    assert main(["train", "trainer.output_dir=foo://bucket/runs", "trainer.run_name=r"]) == 2
+    err = capsys.readouterr().err
+    assert "trainer.output_dir='foo://bucket/runs': unknown storage scheme 'foo'; pyarrow.fs opens s3://" in err
+
+
+def test_46_storage_that_cannot_be_opened(capsys):
+    assert main(["train", "trainer.output_dir=hdfs://127.0.0.1:9/runs", "trainer.run_name=r"]) == 2
+    err = capsys.readouterr().err
+    assert "trainer.output_dir='hdfs://127.0.0.1:9/runs': cannot open this storage (OSError: " in err
+
+
+@pytest.mark.slow  # the S3 client retries for ~7 s before it gives up
+def test_46b_object_store_that_cannot_be_written(capsys, monkeypatch):
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no credential lookup on a metadata server
+    uri = "s3://bucket/runs?endpoint_override=127.0.0.1:9&scheme=http&region=us-east-1"
+    assert main(["train", f"trainer.output_dir={uri}", "trainer.run_name=r"]) == 2
+    err = capsys.readouterr().err
+    assert "trainer.output_dir: cannot write to s3://bucket/runs/r?endpoint_override=127.0.0.1:9&scheme=http&" \
+           "region=us-east-1 (OSError: " in err

@@ -2,16 +2,20 @@
 
 The default process group (gloo on CPU, NCCL on GPU) belongs to DeepSpeed; it is created here
 from a TCPStore whose socket we bind to the configured host. The WeightBus is a separate group.
+Checkpoint parts go to a folder or a storage URI through ada_ray/storage.py: at a URI every learner
+uploads its own part from its own node, and downloads what it loads.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from typing import Optional
 
 import ray
 
+from ada_ray import storage
 from ada_ray.config import from_dict
 
 
@@ -27,16 +31,16 @@ class Learner:
         self.busy_s = 0.0
         self.nonfinite_streak = 0
 
-    def write_probe(self, directory: str) -> str:
-        """Write `<directory>/learner_<rank>` holding this actor's node address, and return the address.
-        The driver reads it back: a learner whose files the driver cannot see would split every
-        checkpoint across machines."""
-        from pathlib import Path
-
+    def write_probe(self, directory: str) -> tuple[str, Optional[str]]:
+        """Write `<directory>/learner_<rank>` (a folder or a storage URI) holding this actor's node
+        address; return (the address, why it could not be written or None). The driver reads it back:
+        a learner whose files the driver cannot see would split every checkpoint across machines."""
         node = ray.util.get_node_ip_address()
-        Path(directory).mkdir(parents=True, exist_ok=True)
-        (Path(directory) / f"learner_{self.rank}").write_text(node)
-        return node
+        try:
+            storage.write_text(storage.join(directory, f"learner_{self.rank}"), node)
+        except Exception as exc:  # noqa: BLE001 - reported by the driver, with the node, in one line
+            return node, storage.why(exc)
+        return node, None
 
     def address(self, local_only: bool) -> tuple[str, int]:
         """(host, free port) for the default group's store, on this actor's node."""
@@ -183,36 +187,37 @@ class Learner:
 
     # -- checkpoints ------------------------------------------------------------------------------
 
-    def save_checkpoint(self, directory: str, tag: str, hf_dir: Optional[str], tokenizer_from: str) -> bool:
-        """DeepSpeed state (every rank) and, from rank 0, the policy in HF format (safetensors)."""
-        self.engine.save_checkpoint(directory, tag=tag, client_state={"version": self.version})
-        if hf_dir is None:
-            return True
+    def save_checkpoint(self, directory: Optional[str], tag: str, hf_dir: Optional[str], tokenizer_from: str) -> bool:
+        """DeepSpeed state (every rank; none when `directory` is None) and, from rank 0, the policy in HF
+        format (safetensors). Each is a folder or a storage URI: for a URI this rank writes its files
+        on its own node's disk and uploads them itself (ada_ray.storage.writing)."""
         import deepspeed
 
+        staging = self.cfg.trainer.staging_dir
+        if directory is not None:
+            with storage.writing(directory, staging) as local:
+                self.engine.save_checkpoint(str(local), tag=tag, client_state={"version": self.version})
+        if hf_dir is None:
+            return True
         params = list(self.engine.module.parameters())
-        ctx = (deepspeed.zero.GatheredParameters(params, modifier_rank=None) if self.cfg.learner.zero_stage == 3
-               else _null())
-        with ctx:
+        gather = (deepspeed.zero.GatheredParameters(params, modifier_rank=None) if self.cfg.learner.zero_stage == 3
+                  else contextlib.nullcontext())
+        # rank 0 writes inside the gather and uploads after it (the other ranks need not wait for the upload)
+        with storage.writing(hf_dir, staging) if self.rank == 0 else contextlib.nullcontext() as local, gather:
             if self.rank == 0:
                 from transformers import AutoTokenizer
 
-                self.engine.module.save_pretrained(hf_dir, safe_serialization=True)
-                AutoTokenizer.from_pretrained(tokenizer_from).save_pretrained(hf_dir)
+                self.engine.module.save_pretrained(str(local), safe_serialization=True)
+                AutoTokenizer.from_pretrained(tokenizer_from).save_pretrained(str(local))
         return True
 
     def load_checkpoint(self, directory: str, tag: str) -> int:
-        _, client = self.engine.load_checkpoint(directory, tag=tag, load_optimizer_states=True,
-                                                load_lr_scheduler_states=True)
+        """Load a DeepSpeed checkpoint from a folder or a URI (copied down to this node first: every
+        rank reads the whole `directory`, as ZeRO-1/2 loads every rank's optimizer partition)."""
+        with storage.reading(directory, self.cfg.trainer.staging_dir) as local:
+            _, client = self.engine.load_checkpoint(str(local), tag=tag, load_optimizer_states=True,
+                                                    load_lr_scheduler_states=True)
         if client is None:
             raise FileNotFoundError(f"no DeepSpeed checkpoint {tag!r} in {directory}")
         self.version = int(client.get("version", 0))
         return self.version
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False

@@ -1,92 +1,115 @@
-"""Checkpoints: atomic on disk, complete enough to resume exactly.
+"""Checkpoints: complete enough to resume exactly, and never used unless complete - in a folder or
+at a storage URI (ada_ray/storage.py).
 
-A checkpoint ``<run_dir>/checkpoints/step_<k>/`` holds the learners' DeepSpeed state (model,
+A checkpoint ``<run>/checkpoints/step_<k>/`` holds the learners' DeepSpeed state (``learner/``: model,
 optimizer, LR schedule), the policy in HF format (``hf/``: safetensors + tokenizer, loadable by
-transformers and vLLM), the PromptQueue state (in-flight pools, pass-rate memory, data cursor,
-accounting) and ``trainer.json`` (step, config, MLflow run id). It is written into a temporary
-folder and renamed into place, then ``latest`` is replaced atomically, so a crash at any moment
-leaves the previous checkpoint intact. Nothing that can run code is unpickled on load: JSON,
-safetensors, and DeepSpeed's state through a ``torch.load(weights_only=True)`` checkpoint engine
+transformers and vLLM), the PromptQueue state (``queue.json``: in-flight pools, pass-rate memory,
+data cursor, accounting) and ``trainer.json`` (step, config, MLflow run id). Parts first, then the
+``COMPLETE`` marker, then the ``latest`` pointer, so a crash at any moment leaves the previous
+checkpoint the one found:
+
+- in a folder, the checkpoint is written beside (``.step_<k>.tmp``) and renamed into place;
+- at a URI (object stores cannot rename a folder) it is written in place, after the COMPLETE marker
+  of any older attempt at the same step is deleted. Each learner writes its DeepSpeed part on its own
+  node and copies it up itself; the driver adds queue.json and trainer.json and the run's logs
+  (RunStorage.push) once every learner has answered, and only then COMPLETE.
+
+A resume (``trainer.resume=auto``, a run folder or URI, or a checkpoint's) reads from the storage
+location on any node: each learner copies ``learner/`` down to its own staging folder and loads it as
+from a folder. Nothing that can run code is unpickled on load: JSON, safetensors, and DeepSpeed's
+state through a ``torch.load(weights_only=True)`` checkpoint engine
 (``ada_ray.learner.core.weights_only_checkpoint_engine``).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
+import re
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
 
+from ada_ray import storage
 from ada_ray.config import AdaRayConfig, ConfigError, flatten, from_dict, to_dict
 
 # keys that may change across a resume without breaking it
 RESUMABLE_CHANGES = ("trainer.total_steps", "trainer.total_epochs", "trainer.eval_every", "trainer.save_every",
                      "trainer.resume", "trainer.max_restarts", "trainer.progress", "trainer.ray_address", "trainer.ray_num_cpus",
-                     "trainer.output_dir", "trainer.run_name", "tracking.", "sampler.num_samplers",
-                     "sampler.lease_timeout_s", "sampler.reward_workers", "weight_sync.", "trainer.eval_samples",
-                     "trainer.eval_temperature", "learner.max_nonfinite_steps", "model.cache_dir")
+                     "trainer.output_dir", "trainer.staging_dir", "trainer.run_name", "tracking.", "sampler.num_samplers",
+                     "sampler.lease_timeout_s", "sampler.reward_workers", "sampler.resources.", "learner.resources.",
+                     "weight_sync.", "trainer.eval_samples", "trainer.eval_temperature", "learner.max_nonfinite_steps",
+                     "model.cache_dir")
+COMPLETE = "COMPLETE"
+STEP = re.compile(r"step_(\d+)")
+Location = Union[str, Path]  # a folder or a storage URI
 
 
-def checkpoints_dir(run_dir: Path) -> Path:
-    return Path(run_dir) / "checkpoints"
-
-
-def write_json_atomic(path: Path, obj) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj))
-    os.replace(tmp, path)
-
-
-def save(run_dir: Path, step: int, cfg: AdaRayConfig, rt, model_path: str, extra: dict) -> Path:
-    root = checkpoints_dir(run_dir)
-    root.mkdir(parents=True, exist_ok=True)
-    final = root / f"step_{step}"
-    tmp = root / f".step_{step}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    rt.save_learners(str(tmp / "learner"), f"step_{step}", str(tmp / "hf"), model_path)
-    queue_state = rt.queue_state()
-    (tmp / "queue.json").write_text(json.dumps(queue_state))
-    (tmp / "trainer.json").write_text(json.dumps({"step": step, "config": to_dict(cfg), **extra}))
-    (tmp / "COMPLETE").write_text("ok\n")
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
-    write_json_atomic(root / "latest", {"step": step, "path": final.name})
+def save(store, step: int, cfg: AdaRayConfig, rt, model_path: str, extra: dict) -> str:
+    """Checkpoint `step` of the run whose storage is `store` (driver.run_storage.RunStorage); its location."""
+    root = store.location("checkpoints")
+    name = f"step_{step}"
+    final = storage.join(root, name)
+    work = final if store.is_uri else storage.join(root, f".{name}.tmp")
+    discard(work)
+    rt.save_learners(storage.join(work, "learner"), name, storage.join(work, "hf"), model_path)
+    with storage.writing(work, store.staging_dir) as local:
+        (local / "queue.json").write_text(json.dumps(rt.queue_state()))
+        (local / "trainer.json").write_text(json.dumps({"step": step, "config": to_dict(cfg), **extra}))
+    store.push()  # the logs at the storage location reach this step before it is complete
+    storage.write_text(storage.join(work, COMPLETE), "ok\n")
+    if work != final:
+        storage.delete(final)
+        storage.move(work, final)
+    storage.write_text(storage.join(root, "latest"), json.dumps({"step": step, "path": name}))
     return final
 
 
-def find_latest(run_dir: Path) -> Optional[Path]:
-    root = checkpoints_dir(run_dir)
-    pointer = root / "latest"
-    if pointer.is_file():
-        cand = root / json.loads(pointer.read_text())["path"]
-        if (cand / "COMPLETE").is_file():
+def discard(location: Location) -> None:
+    """An older or unfinished checkpoint at `location` out of the way: its COMPLETE marker first."""
+    storage.delete(storage.join(location, COMPLETE))
+    storage.delete(location)
+
+
+def is_complete(location: Location) -> bool:
+    return storage.is_file(storage.join(location, COMPLETE))
+
+
+def find_latest(run_root: Location) -> Optional[str]:
+    """The run's last complete checkpoint: the one `latest` names, else the highest complete step."""
+    root = storage.join(run_root, "checkpoints")
+    pointer = storage.join(root, "latest")
+    if storage.is_file(pointer):
+        try:
+            cand: Optional[str] = storage.join(root, json.loads(storage.read_text(pointer))["path"])
+        except (ValueError, KeyError, TypeError):  # unreadable: look at the steps themselves
+            cand = None
+        if cand is not None and is_complete(cand):
             return cand
-    done = sorted((p for p in root.glob("step_*") if (p / "COMPLETE").is_file()),
-                  key=lambda p: int(p.name.split("_")[1]))
-    return done[-1] if done else None
+    done = [n for n in storage.list_names(root) if STEP.fullmatch(n) and is_complete(storage.join(root, n))]
+    return storage.join(root, max(done, key=lambda n: int(n.split("_")[1]))) if done else None
 
 
-def resolve_resume(cfg: AdaRayConfig, run_dir: Path) -> Optional[Path]:
+def resolve_resume(cfg: AdaRayConfig, run_root: Location) -> Optional[str]:
+    """The checkpoint trainer.resume names: auto (this run's latest), a run folder or URI (its latest),
+    or a checkpoint's folder or URI; None when not resuming."""
     r = cfg.trainer.resume
     if r is None or r == "":
         return None
     if r == "auto":
-        return find_latest(run_dir)
-    p = Path(r).expanduser()
-    if (p / "checkpoints").is_dir():  # a run directory
-        found = find_latest(p)
+        return find_latest(run_root)
+    loc = r if storage.is_uri(r) else str(Path(r).expanduser())
+    storage.open_location(loc, "trainer.resume")
+    if storage.is_dir(storage.join(loc, "checkpoints")):  # a run directory
+        found = find_latest(loc)
         if found is None:
-            raise ConfigError(f"trainer.resume={r}: no complete checkpoint under {p / 'checkpoints'}")
+            raise ConfigError(f"trainer.resume={r}: no complete checkpoint under {storage.join(loc, 'checkpoints')}")
         return found
-    if not (p / "COMPLETE").is_file():
-        raise ConfigError(f"trainer.resume={r}: not a complete checkpoint (no COMPLETE marker in {p})")
-    return p
+    if not is_complete(loc):
+        raise ConfigError(f"trainer.resume={r}: not a complete checkpoint (no COMPLETE marker in {loc})")
+    return loc
 
 
-def load_meta(ckpt: Path) -> dict:
-    return json.loads((ckpt / "trainer.json").read_text())
+def load_meta(ckpt: Location) -> dict:
+    return json.loads(storage.read_text(storage.join(ckpt, "trainer.json")))
 
 
 def check_compatible(saved: dict, cfg: AdaRayConfig, ckpt: Path) -> None:

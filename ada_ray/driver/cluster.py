@@ -1,5 +1,6 @@
 """Ray cluster: join the one named by RAY_ADDRESS / trainer.ray_address, or start a local one bound
-to 127.0.0.1; place samplers and learners with placement groups (CPUs/GPUs per actor from config),
+to 127.0.0.1; place samplers and learners with placement groups (CPUs, GPUs and custom resources per
+actor from config: sampler.resources / learner.resources pin each role to the nodes that offer them),
 refusing clearly - not hanging - when the cluster lacks the resources.
 """
 
@@ -47,11 +48,11 @@ def connect(cfg: AdaRayConfig, env: Optional[dict] = None) -> Cluster:
     address = cfg.trainer.ray_address or os.environ.get("RAY_ADDRESS")
     runtime_env = {"env_vars": dict(BASE_ENV, **(env or {}))}
     if ray.is_initialized():
-        return Cluster(local=_single_node(), started_here=False, resources=ray.cluster_resources())
+        return Cluster(local=_loopback_cluster(), started_here=False, resources=ray.cluster_resources())
     if address:
         # inside `ray job submit` the job's runtime_env (working dir) applies; actors add env vars
         ray.init(address=address, log_to_driver=True)
-        return Cluster(local=_single_node(), started_here=False, resources=ray.cluster_resources())
+        return Cluster(local=_loopback_cluster(), started_here=False, resources=ray.cluster_resources())
     # a single-node cluster started here binds every Ray server to 127.0.0.1 (Ray's laptop mode)
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     logical = cfg.trainer.ray_num_cpus or max(os.cpu_count() or 1, int(needed_cpus(cfg) + 0.999) + 1)
@@ -60,14 +61,18 @@ def connect(cfg: AdaRayConfig, env: Optional[dict] = None) -> Cluster:
     return Cluster(local=True, started_here=True, resources=ray.cluster_resources())
 
 
-def _single_node() -> bool:
-    return len([n for n in ray.nodes() if n.get("Alive")]) <= 1
+def _loopback_cluster() -> bool:
+    """One node, or every node on this host's loopback address (a cluster simulated on one machine):
+    everything binds to 127.0.0.1."""
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    return len(alive) <= 1 or all(n.get("NodeManagerAddress") == "127.0.0.1" for n in alive)
 
 
-def _bundle(cpus: float, gpus: float) -> dict:
+def _bundle(cpus: float, gpus: float, resources: Optional[dict] = None) -> dict:
     b = {"CPU": float(cpus)}
     if gpus > 0:
         b["GPU"] = float(gpus)
+    b.update({k: float(v) for k, v in (resources or {}).items()})
     return b
 
 
@@ -83,8 +88,22 @@ def check_resources(cfg: AdaRayConfig, resources: dict) -> None:
     if need_gpu > have_gpu:
         problems.append(f"{need_gpu:g} GPUs (sampler.num_samplers x sampler.num_gpus x tensor_parallel_size + "
                         f"learner.num_learners x learner.num_gpus) but the cluster has {have_gpu:g}")
+    for name, need in custom_resources(cfg).items():
+        if need > resources.get(name, 0.0):
+            problems.append(f"{need:g} of the custom resource {name!r} (sampler.resources / learner.resources) "
+                            f"but the cluster has {resources.get(name, 0.0):g}")
     if problems:
         raise ResourceError("the Ray cluster cannot host this config: it asks for " + "; and ".join(problems))
+
+
+def custom_resources(cfg: AdaRayConfig) -> dict[str, float]:
+    """The custom resources all samplers and learners ask for together."""
+    s, lr = cfg.sampler, cfg.learner
+    need: dict[str, float] = {}
+    for count, asks in ((s.num_samplers, s.resources), (lr.num_learners, lr.resources)):
+        for name, amount in asks.items():
+            need[name] = need.get(name, 0.0) + count * amount
+    return need
 
 
 def make_group(bundles: list[dict], name: str, timeout_s: float = 120.0) -> PlacementGroup:
@@ -99,19 +118,21 @@ def make_group(bundles: list[dict], name: str, timeout_s: float = 120.0) -> Plac
 
 def learner_group(cfg: AdaRayConfig) -> PlacementGroup:
     lr = cfg.learner
-    return make_group([_bundle(lr.num_cpus, lr.num_gpus) for _ in range(lr.num_learners)], "ada_ray_learners")
+    return make_group([_bundle(lr.num_cpus, lr.num_gpus, lr.resources) for _ in range(lr.num_learners)],
+                      "ada_ray_learners")
 
 
 def sampler_group(cfg: AdaRayConfig) -> PlacementGroup:
     s = cfg.sampler
-    return make_group([_bundle(s.num_cpus, s.num_gpus * s.tensor_parallel_size) for _ in range(s.num_samplers)],
-                      "ada_ray_samplers")
+    return make_group([_bundle(s.num_cpus, s.num_gpus * s.tensor_parallel_size, s.resources)
+                       for _ in range(s.num_samplers)], "ada_ray_samplers")
 
 
 def colocated_bundles(cfg: AdaRayConfig) -> list[dict]:
     """One bundle per (sampler i, learner i) pair: both actors' CPUs and their GPU shares."""
     s, lr = cfg.sampler, cfg.learner
-    return [_bundle(s.num_cpus + lr.num_cpus, s.num_gpus + lr.num_gpus) for _ in range(lr.num_learners)]
+    both = {k: s.resources.get(k, 0.0) + lr.resources.get(k, 0.0) for k in {**s.resources, **lr.resources}}
+    return [_bundle(s.num_cpus + lr.num_cpus, s.num_gpus + lr.num_gpus, both) for _ in range(lr.num_learners)]
 
 
 def colocated_group(cfg: AdaRayConfig) -> PlacementGroup:

@@ -4,7 +4,8 @@ A relative output_dir is taken against `$ADA_RAY_OUTPUT` when that is set, else 
 directory - except when the current directory is a Ray job's unpacked working dir (`ray job
 submit --runtime-env ...` runs the driver inside `.../runtime_resources/working_dir_files/_ray_pkg_*`),
 a cache that Ray deletes: there it goes under `~/ada_ray_runs` instead, and the caller is told why.
-Absolute paths and `~` paths are used as given.
+Absolute paths and `~` paths are used as given. A storage URI (s3://, ...) is not a folder here:
+driver/run_storage.py takes it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Mapping, Optional
+
+from ada_ray.config import ConfigError
 
 DURABLE_DEFAULT = "~/ada_ray_runs"
 
@@ -24,6 +27,9 @@ def in_ray_job_package(path: Path) -> bool:
 def resolve_output_dir(output_dir: str, cwd: Optional[Path] = None,
                        env: Optional[Mapping[str, str]] = None) -> tuple[Path, Optional[str]]:
     """(the folder, a one-line note when the relative path was moved out of a Ray job package)."""
+    if "://" in output_dir:
+        raise ConfigError(f"trainer.output_dir={output_dir!r} is a storage URI, but this needs a local folder "
+                          "(prepare-data: set prepare.output)")
     env = os.environ if env is None else env
     given = Path(output_dir).expanduser()
     if given.is_absolute():

@@ -4,7 +4,6 @@ has an in-process one, so the loop gets millisecond tests of its logic."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Optional, Protocol, Union
 
 from ada_ray.algo.scheduler import CohortResult
@@ -14,8 +13,9 @@ from ada_ray.algo.types import Signal
 class DriverRuntime(Protocol):
     replaced: int  # samplers replaced so far (died, or failed a broadcast)
 
-    def check_shared_dir(self, run_dir: Path) -> None:
-        """Refuse to start when the driver cannot read what every learner writes into `run_dir`."""
+    def check_shared_dir(self, location: str) -> None:
+        """Refuse to start when the driver cannot read what every learner writes to the run's storage
+        `location` (a folder or a URI)."""
 
     def start_sampling(self) -> None:
         """Samplers start leasing work."""
@@ -38,11 +38,12 @@ class DriverRuntime(Protocol):
     def queue_stats(self) -> dict:
         """The queue's busy_s and calls (running totals)."""
 
-    def save_learners(self, directory: str, tag: str, hf_dir: str, tokenizer_from: str) -> None:
-        """DeepSpeed state of every learner under `directory`/`tag`; the policy in HF format at `hf_dir`."""
+    def save_learners(self, directory: Optional[str], tag: str, hf_dir: str, tokenizer_from: str) -> None:
+        """DeepSpeed state of every learner under `directory`/`tag` (none when None); the policy in HF
+        format at `hf_dir`. Folders or storage URIs (ada_ray/storage.py)."""
 
     def load_learners(self, directory: str, tag: str) -> int:
-        """Learner state back from a checkpoint; the policy version it held."""
+        """Learner state back from a checkpoint (a folder or a URI); the policy version it held."""
 
     def queue_state(self) -> dict:
         """The PromptQueue's state (pools, estimator, cursor, accounting) as plain JSON."""

@@ -7,14 +7,13 @@ collect stats, shut down. Every blocking call has a timeout and a clear error.
 
 from __future__ import annotations
 
-import shutil
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Optional
 
 import ray
 
+from ada_ray import storage
 from ada_ray.driver import cluster as cl
 from ada_ray.actors.learner import Learner
 from ada_ray.actors.prompt_queue import PromptQueue
@@ -22,6 +21,7 @@ from ada_ray.actors.sampler import Sampler
 from ada_ray.algo.types import Signal
 from ada_ray.learner.batching import learner_shares
 from ada_ray.config import AdaRayConfig, to_dict
+from ada_ray.driver.run_storage import not_shared, probe_problems
 from ada_ray.errors import AdaRayError
 from ada_ray.sync.process_group import bus_backend
 
@@ -239,22 +239,21 @@ class Runtime:
 
     # -- checkpoints ------------------------------------------------------------------------------
 
-    def check_shared_dir(self, run_dir: Path) -> None:
-        """Every learner writes a probe into the run dir and the driver reads it back; refuse to start
-        when the driver cannot see what a learner wrote (the run dir is not on a disk they share)."""
-        probe = Path(run_dir) / ".write_probe"
-        shutil.rmtree(probe, ignore_errors=True)
-        nodes = _get([lrn.write_probe.remote(str(probe)) for lrn in self.learners], 120, "learner write probe")
-        unseen = unseen_probes(probe, nodes)
-        shutil.rmtree(probe, ignore_errors=True)
-        if unseen:
-            where = ", ".join(f"learner {rank} on node {node}" for rank, node in unseen)
-            raise cl.ResourceError(f"trainer.output_dir: {run_dir} is not shared: the driver (node "
-                                   f"{ray.util.get_node_ip_address()}) cannot read what {where} wrote there; "
-                                   "give a folder every node mounts (NFS, a mounted bucket)")
+    def check_shared_dir(self, location: str) -> None:
+        """Every learner writes a probe into the run's storage location (a folder or a URI) and the
+        driver reads it back; refuse to start when a learner cannot write there or the driver cannot
+        see what it wrote (a folder not on a disk they share, a URI a node cannot reach)."""
+        probe = storage.join(location, ".write_probe")
+        storage.delete(probe)
+        answers = _get([lrn.write_probe.remote(probe) for lrn in self.learners], 120, "learner write probe")
+        problems = probe_problems(probe, answers)
+        storage.delete(probe)
+        if problems:
+            raise cl.ResourceError(not_shared(location, ray.util.get_node_ip_address(), problems))
 
-    def save_learners(self, directory: str, tag: str, hf_dir: str, tokenizer_from: str) -> None:
-        """Every rank saves its DeepSpeed state and takes part in gathering (ZeRO-3); rank 0 writes HF."""
+    def save_learners(self, directory: Optional[str], tag: str, hf_dir: str, tokenizer_from: str) -> None:
+        """Every rank saves its DeepSpeed state (none when `directory` is None) and takes part in
+        gathering (ZeRO-3); rank 0 writes HF. Folders or URIs: at a URI each learner uploads its own part."""
         _get([lrn.save_checkpoint.remote(directory, tag, hf_dir, tokenizer_from) for lrn in self.learners], 1800,
              "learner checkpoint")
 
@@ -297,16 +296,6 @@ class Runtime:
                 except Exception:  # noqa: BLE001
                     pass
         return accounting
-
-
-def unseen_probes(probe: Path, nodes: list[str]) -> list[tuple[int, str]]:
-    """(rank, node) of each learner whose probe file the driver cannot read back as written."""
-    out = []
-    for rank, node in enumerate(nodes):
-        f = probe / f"learner_{rank}"
-        if not f.is_file() or f.read_text() != node:
-            out.append((rank, node))
-    return out
 
 
 def _get(refs, timeout_s: float, what: str):

@@ -8,7 +8,8 @@
         broadcast the new weights to every sampler; the queue learns the new version
         log; evaluate and checkpoint when due
     a failure restarts.what_died names: rebuild from the last complete checkpoint and go on
-    shut everything down; check the work accounting; plots and the final policy to MLflow
+    shut everything down; check the work accounting; plots and the final policy to MLflow;
+    the run's files to its storage location (a folder, or a URI: driver/run_storage.py)
 
 Async mode (default) lets samplers run ahead up to trainer.max_staleness versions; sync mode
 samples each step's cohort with the current weights behind a round barrier, as the official
@@ -19,17 +20,18 @@ implementation does. The loop talks to the system only through the `DriverRuntim
 from __future__ import annotations
 
 import json
-import shutil
 from functools import partial
 from pathlib import Path
 from typing import Callable, Optional
 
+from ada_ray import storage
 from ada_ray.algo.types import Signal
 from ada_ray.config import AdaRayConfig
 from ada_ray.driver import checkpoint as ckpt
 from ada_ray.driver.protocol import DriverRuntime
 from ada_ray.driver.restarts import what_died
 from ada_ray.driver.run_files import RunFiles
+from ada_ray.driver.run_storage import RunStorage
 from ada_ray.driver.run_setup import RunSetup, set_up
 from ada_ray.driver.step_metrics import StepTimer, SystemMeter, cohort_metrics
 from ada_ray.errors import AdaRayError
@@ -61,6 +63,7 @@ def train(cfg: AdaRayConfig, log=print, config_name: Optional[str] = None) -> in
             raise
         finally:
             teardown([("runtime shutdown", live.shutdown), ("tracking close", lambda: run.tracker.close(status)),
+                      ("run files upload", run.storage.push),
                       ("cluster shutdown", lambda: cluster.shutdown() if cluster else None)], cause)
 
 
@@ -96,7 +99,7 @@ def train_with_restarts(run: RunSetup, files: RunFiles, build: Callable[[], Driv
                 raise
             restarts += 1
             discard_runtime(live.take(), log)
-            resume_from = ckpt.find_latest(run.run_dir)
+            resume_from = ckpt.find_latest(run.storage.root)
             meta = ckpt.load_meta(resume_from) if resume_from is not None else None
             at = int(meta["step"]) if meta else 0
             files.truncate(at)
@@ -104,13 +107,13 @@ def train_with_restarts(run: RunSetup, files: RunFiles, build: Callable[[], Driv
                 + (f"step {at} ({resume_from})" if meta else "the start (no checkpoint yet)"))
 
 
-def attempt(rt: DriverRuntime, run: RunSetup, files: RunFiles, resume_from: Optional[Path], meta: Optional[dict],
+def attempt(rt: DriverRuntime, run: RunSetup, files: RunFiles, resume_from: Optional[str], meta: Optional[dict],
             first: bool) -> int:
     """On a freshly built runtime: restore (when resuming), evaluate at start, train to the end."""
     from ada_ray.driver.progress import Progress
 
     cfg = run.cfg
-    rt.check_shared_dir(run.run_dir)
+    rt.check_shared_dir(run.storage.root)
     step = restore(rt, resume_from, meta, run.log) if resume_from is not None else 0
     evaluate = make_evaluator(rt, cfg, run.eval_set, run.tracker, files)
     if first and step == 0 and cfg.trainer.eval_every > 0 and cfg.trainer.eval_at_start:
@@ -154,7 +157,7 @@ def train_steps(rt: DriverRuntime, run: RunSetup, files: RunFiles, step: int, me
         run.tracker.log_metrics(step, m)
         progress.update(step, m, _line(step, t.total_steps, m, meter.elapsed()))
         if t.save_every > 0 and (due(t.save_every, step) or step == t.total_steps):
-            path = ckpt.save(run.run_dir, step, cfg, rt, run.model_path,
+            path = ckpt.save(run.storage, step, cfg, rt, run.model_path,
                              {"mlflow_run_id": run.tracker.run_id, "generated_samples": generated})
             progress.message(f"checkpoint {path}")
         if budget_done:
@@ -174,7 +177,7 @@ def next_cohort(rt: DriverRuntime, step: int, cfg: AdaRayConfig):
 
 def finish(run: RunSetup, files: RunFiles, live: LiveRuntime, step: int, restarts: int) -> None:
     """The final policy, the work accounting, plots and artifacts; one closing line."""
-    final_dir = save_final_policy(live.rt, run.run_dir, step, run.model_path)
+    final_dir = save_final_policy(live.rt, run.storage, step, run.model_path)
     accounting = live.shutdown()
     files.write_accounting(accounting)
     finish_artifacts(run.run_dir, run.tracker, final_dir, run.log)
@@ -217,11 +220,12 @@ def teardown(steps: list, cause: Optional[BaseException]) -> None:
         raise first
 
 
-def restore(rt, path: Path, meta: dict, log) -> int:
-    """Learner state from the checkpoint, the queue's state, and the samplers on those weights."""
+def restore(rt, path: str, meta: dict, log) -> int:
+    """Learner state from the checkpoint (a folder or a URI), the queue's state, and the samplers on
+    those weights."""
     step = int(meta["step"])
-    rt.load_learners(str(path / "learner"), f"step_{step}")
-    rt.load_queue(json.loads((path / "queue.json").read_text()))
+    rt.load_learners(storage.join(path, "learner"), f"step_{step}")
+    rt.load_queue(json.loads(storage.read_text(storage.join(path, "queue.json"))))
     rt.sync_weights(step)
     log(f"resumed from {path} at step {step}")
     return step
@@ -255,12 +259,14 @@ def check_finite(m: dict, cfg: AdaRayConfig) -> None:
                             "or check the rewards and data")
 
 
-def save_final_policy(rt, run_dir: Path, step: int, model_path: str) -> Path:
-    out = run_dir / "final"
-    rt.save_learners(str(run_dir / ".final_ds"), "final", str(out), model_path)
-    shutil.rmtree(run_dir / ".final_ds", ignore_errors=True)
-    (out / "ada_ray.json").write_text(json.dumps({"step": step}))
-    return out
+def save_final_policy(rt, store: RunStorage, step: int, model_path: str) -> Path:
+    """The policy in HF format to the run's final/ (learner 0 writes it; at a URI it uploads it), with
+    ada_ray.json; the local folder holding it (at a URI: a copy in the staging folder, for MLflow)."""
+    out = store.location("final")
+    storage.delete(out)
+    rt.save_learners(None, "final", out, model_path)
+    storage.write_text(storage.join(out, "ada_ray.json"), json.dumps({"step": step}))
+    return store.local_copy("final")
 
 
 def finish_artifacts(run_dir: Path, tracker, final_dir: Path, log) -> None:

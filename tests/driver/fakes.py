@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+from ada_ray import storage
 from ada_ray.algo.scheduler import CohortResult
 from ada_ray.algo.types import Group, Sample, Signal
 from ada_ray.evaluate import summarize
@@ -40,7 +41,7 @@ class FakeRuntime:
         self.queue = {"cursor": 0}
         self.stopped = False
 
-    def check_shared_dir(self, run_dir: Path) -> None:
+    def check_shared_dir(self, location: str) -> None:
         self.calls.append(("check_shared_dir",))
 
     def start_sampling(self) -> None:
@@ -78,15 +79,20 @@ class FakeRuntime:
     def queue_stats(self) -> dict:
         return {"busy_s": 0.0, "calls": len(self.calls)}
 
-    def save_learners(self, directory: str, tag: str, hf_dir: str, tokenizer_from: str) -> None:
+    def save_learners(self, directory: Optional[str], tag: str, hf_dir: str, tokenizer_from: str) -> None:
+        """Like the learners: each part written through ada_ray.storage (a folder or a URI)."""
         self.calls.append(("save", tag))
-        for d in (Path(directory) / tag, Path(hf_dir)):
-            d.mkdir(parents=True, exist_ok=True)
-            (d / "weights").write_text(str(self.version))
+        for where, sub in ((directory, tag), (hf_dir, None)):
+            if where is not None:
+                with storage.writing(where) as local:
+                    d = local / sub if sub else local
+                    d.mkdir(parents=True, exist_ok=True)
+                    (d / "weights").write_text(str(self.version))
 
     def load_learners(self, directory: str, tag: str) -> int:
         self.calls.append(("load", tag))
-        return int((Path(directory) / tag / "weights").read_text())
+        with storage.reading(directory) as local:
+            return int((local / tag / "weights").read_text())
 
     def queue_state(self) -> dict:
         return dict(self.queue)

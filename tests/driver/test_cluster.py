@@ -30,3 +30,24 @@ def test_resources_check_names_the_shortfall():
     cfg = load_config("default", ["sampler.num_samplers=3", "sampler.num_cpus=4"])
     with pytest.raises(cl.ResourceError, match="it asks for 1[0-9] CPUs"):
         cl.check_resources(cfg, {"CPU": 4.0})
+
+
+def test_custom_resources_pin_each_role_and_a_cluster_without_them_is_refused():
+    cfg = load_config("default", ["sampler.resources={node_a: 1}", "learner.resources={node_b: 0.5}",
+                                  "sampler.num_samplers=2"])
+    assert cl.custom_resources(cfg) == {"node_a": 2.0, "node_b": 0.5}
+    cl.check_resources(cfg, {"CPU": 8.0, "node_a": 2.0, "node_b": 1.0})
+    with pytest.raises(cl.ResourceError, match="2 of the custom resource 'node_a' .* but the cluster has 1"):
+        cl.check_resources(cfg, {"CPU": 8.0, "node_a": 1.0, "node_b": 1.0})
+    both = load_config("default", ["weight_sync.colocated=true", "sampler.resources={pool: 1}",
+                                   "learner.resources={pool: 1, fast: 1}"])
+    assert cl.colocated_bundles(both) == [{"CPU": 2.0, "pool": 2.0, "fast": 1.0}]
+
+
+@pytest.mark.parametrize("override, message", [
+    ("sampler.resources={CPU: 1}", "custom resources only"),
+    ("learner.resources={node_b: 0}", r"'learner.resources.node_b' must be > 0"),
+])
+def test_bad_custom_resources_are_config_errors(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config("default", [override])

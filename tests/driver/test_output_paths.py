@@ -27,11 +27,3 @@ def test_absolute_and_home_paths_are_used_as_given(tmp_path):
         ((tmp_path / "x").resolve(), None)
     assert resolve_output_dir("~/r", cwd=JOB_PKG, env={})[0] == Path("~/r").expanduser().resolve()
 
-
-def test_probe_files_the_driver_cannot_read_are_named(tmp_path):
-    from ada_ray.driver.runtime import unseen_probes
-
-    (tmp_path / "learner_0").write_text("10.0.0.1")
-    (tmp_path / "learner_2").write_text("10.0.0.9")  # another node's file with the same name
-    assert unseen_probes(tmp_path, ["10.0.0.1", "10.0.0.2", "10.0.0.3"]) == [(1, "10.0.0.2"), (2, "10.0.0.3")]
-    assert unseen_probes(tmp_path, ["10.0.0.1"]) == []

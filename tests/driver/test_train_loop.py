@@ -61,7 +61,7 @@ def test_eval_and_checkpoints_when_due_and_at_the_end(tmp_path):
     assert _loop(run, rt) == 5
     assert [c[1] for c in rt.verbs("evaluate")] == [2, 4, 5]  # every 2 steps, and the last one
     assert [c[1] for c in rt.verbs("save")] == ["step_2", "step_4", "step_5"]
-    assert ckpt.find_latest(tmp_path).name == "step_5"
+    assert ckpt.find_latest(tmp_path) == str(tmp_path / "checkpoints" / "step_5")
     assert ckpt.load_meta(ckpt.find_latest(tmp_path))["generated_samples"] == 40.0
     evals = [json.loads(x) for x in (tmp_path / "eval_per_prompt.jsonl").read_text().splitlines()]
     assert [e["step"] for e in evals] == [2, 4, 5] and evals[0]["ids"] == ["e1", "e2"]
