@@ -12,7 +12,7 @@ from typing import Optional
 
 import ray
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
 from ada_ray.config import AdaRayConfig, ConfigError
 from ada_ray.errors import AdaRayError
@@ -137,6 +137,12 @@ def colocated_bundles(cfg: AdaRayConfig) -> list[dict]:
 
 def colocated_group(cfg: AdaRayConfig) -> PlacementGroup:
     return make_group(colocated_bundles(cfg), "ada_ray_colocated")
+
+
+def on_this_node() -> NodeAffinitySchedulingStrategy:
+    """Place an actor on the driver's node: the PromptQueue reads the prompt table file the driver wrote
+    into its local cache (data.train_table), and it is a coordinator with no resources of its own."""
+    return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
 
 
 def in_bundle(pg: PlacementGroup, index: int) -> PlacementGroupSchedulingStrategy:

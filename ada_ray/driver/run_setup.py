@@ -38,7 +38,7 @@ def set_up(cfg: AdaRayConfig, log=print, config_name: Optional[str] = None) -> R
     from transformers import AutoTokenizer
 
     from ada_ray.data.datasets import check_batch, load_splits
-    from ada_ray.data.warmstart import resolve_model_path
+    from ada_ray.data.warmstart import cache_root, resolve_model_path
     from ada_ray.driver.tracking import Tracker, run_tags
 
     run = RunStorage.for_config(cfg)  # a URI that cannot be opened or written: one line, here
@@ -49,7 +49,7 @@ def set_up(cfg: AdaRayConfig, log=print, config_name: Optional[str] = None) -> R
         ckpt.check_compatible(meta["config"], cfg, resume_from)
     model_path = resolve_model_path(cfg, log)
     tok = AutoTokenizer.from_pretrained(model_path)
-    train_set, eval_set = load_splits(cfg.data, tok)
+    train_set, eval_set = load_splits(cfg.data, tok, table_cache=cache_root(cfg), log=log)  # train: a prompt table
     check_batch(train_set, cfg.trainer.batch_prompts)  # before anything is written or started
     run.pull()  # a URI: the run's files so far into this node's staging folder
     run_dir = run.local

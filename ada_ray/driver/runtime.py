@@ -55,8 +55,8 @@ class Runtime:
         d = to_dict(cfg)
         s, lr = cfg.sampler, cfg.learner
         sampler_gpu, learner_gpu = s.num_gpus > 0, lr.num_gpus > 0
-        queue = PromptQueue.options(num_cpus=0, runtime_env={"env_vars": dict(cl.BASE_ENV)}).remote(
-            prompts, d, estimator_state)
+        queue = PromptQueue.options(num_cpus=0, runtime_env={"env_vars": dict(cl.BASE_ENV)},
+                                    scheduling_strategy=cl.on_this_node()).remote(prompts, d, estimator_state)
         if cfg.weight_sync.colocated:  # sampler i and learner i in bundle i of one group
             lpg = spg = cl.colocated_group(cfg)
         else:
