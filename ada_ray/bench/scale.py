@@ -170,6 +170,8 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
         "report_p50_ms": 1000 * percentile(report, 0.5), "report_p99_ms": 1000 * percentile(report, 0.99),
         "lease_calls": len(lease), "empty_leases": sum(o["empty_leases"] for o in outs),
         "queue_cpu_share": (cpu1["cpu_s"] - cpu0["cpu_s"]) / elapsed,
+        # the queue's CPU cost per item served (its capacity on one core is 1e6 / this)
+        "queue_us_per_item": 1e6 * (cpu1["cpu_s"] - cpu0["cpu_s"]) / max(1, served),
         "queue_rss_mb": cpu1["rss_mb"], "queue_anon_mb": cpu1["anon_mb"], "load_s": load_s,
         # what the queue owns per prompt (anonymous memory: ids, index, difficulty memory), at the end of the run
         "bytes_per_prompt": (cpu1["anon_mb"] - base["anon_mb"]) * 2**20 / max(1, prompts - batch),
@@ -237,8 +239,8 @@ def driver_load(rows: int, folder: Path, mode: str = "table") -> dict:
 
 
 def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8,64,256",
-        prompts: str = "10000,100000,1000000", duration: float = 20.0, service_ms: float = 20.0, hosts: int = 8,
-        max_items: int = 16, batch: int = 512, seed: int = 0) -> dict:
+        prompts: str = "10000,100000,1000000", duration: float = 20.0, service_ms: float = 20.0, hosts: int = 2,
+        max_items: int = 64, batch: int = 512, seed: int = 0) -> dict:
     from ada_ray.driver import cluster as cl
 
     if smoke:
@@ -301,7 +303,7 @@ def chart(path: Path, rows: list[dict]) -> Path:
 def format_row(r: dict) -> str:
     return (f"S={r['samplers']:>4} P={r['prompts']:>8,}: {r['items_per_s']:8.0f} items/s, lease p50/p99 "
             f"{r['lease_p50_ms']:.1f}/{r['lease_p99_ms']:.1f} ms, report p50/p99 {r['report_p50_ms']:.1f}/"
-            f"{r['report_p99_ms']:.1f} ms, queue CPU {100 * r['queue_cpu_share']:.0f}%, "
+            f"{r['report_p99_ms']:.1f} ms, queue CPU {100 * r['queue_cpu_share']:.0f}% ({r['queue_us_per_item']:.0f} us/item), "
             f"{r['bytes_per_prompt']:.0f} B/prompt, cohort wait p50 {r['cohort_wait_p50_ms']:.0f} ms, "
             f"stale {r['stale_samples']}, accounting {'ok' if r['accounting_ok'] else 'BROKEN'}")
 
