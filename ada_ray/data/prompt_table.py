@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import os
+import uuid
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Optional, Sequence
 
@@ -38,13 +40,14 @@ def _batch(prompts: Sequence[Prompt]) -> pa.RecordBatch:
 
 
 class PromptTableWriter:
-    """Append prompts; they reach the file a record batch at a time. Written to `<path>.tmp` and renamed
-    into place on close, so a reader never sees half a table."""
+    """Append prompts; they reach the file a record batch at a time. Written beside `path` under a
+    temporary name and renamed into place on close, so a reader never sees half a table."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = self.path.with_name(self.path.name + ".tmp")
+        # a name of its own: two runs building the same cached table at once do not write one file
+        self.tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
         self.sink = pa.OSFile(str(self.tmp), "wb")
         self.writer = pa.ipc.new_file(self.sink, SCHEMA)
         self.pending: list[Prompt] = []

@@ -76,7 +76,7 @@ def load_train_table(cfg: DataConfig, tokenizer, cache: Path, records, source: s
         writer.abort()
         raise
     table = writer.close()
-    tmp = summary_path.with_name(summary_path.name + ".tmp")
+    tmp = summary_path.with_name(f"{summary_path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps({"rows": len(table), "dropped_too_long": builder.dropped_too_long,
                                "dropped_duplicates": builder.dropped_duplicates, "source": source}))
     os.replace(tmp, summary_path)
