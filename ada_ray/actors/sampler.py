@@ -1,20 +1,27 @@
 """Sampler actor: a vLLM engine kept full by a loop thread, fed by the PromptQueue.
 
-A thin Ray shell around `SamplerLoop` (sampler_loop.py, no Ray: the loop, its commands, leasing,
-scoring and reporting): it builds the engine and the scorer, reaches the queue through
-`RayQueueLink`, runs the loop on a thread, and turns each remote call into a loop command.
+A thin Ray shell around `SamplerLoop` (no Ray there: sampler_loop.py steps the engine and runs
+commands between steps, sampler_leases.py leases on a second thread, sampler_reports.py scores and
+reports on a third): it builds the engine and the scorer, reaches the queue through `RayQueueLink`,
+runs the loop on a thread, and turns each remote call into a loop command, waited on with a
+deadline (weight_sync.timeout_s for the bus and updates, EVAL_TIMEOUT_S for an evaluation).
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from typing import Optional
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, Optional
 
 import ray
 
 from ada_ray.actors.sampler_loop import SamplerLoop
 from ada_ray.config import from_dict
+
+EVAL_TIMEOUT_S = 3600.0  # one evaluate call (all its prompts) on the sampler's engine
+STOP_JOIN_S = 60.0  # the loop thread's exit: the last reports are sent within SamplerLoop.stop_flush_s
 
 
 class RayQueueLink:
@@ -63,20 +70,27 @@ class Sampler:
     def pid(self) -> int:
         return os.getpid()
 
+    def _wait(self, fut: Future, timeout_s: float, what: str) -> Any:
+        try:
+            return fut.result(timeout=timeout_s)
+        except FutureTimeout:
+            raise TimeoutError(f"sampler {self.id}: {what} not done within {timeout_s:g}s") from None
+
     def join_bus(self, host: str, port: int, base_rank: int, world_size: int, backend: str, timeout_s: float):
-        return self.loop.call(lambda: self.engine.join_bus(host, port, base_rank, world_size, backend, timeout_s))
+        return self._wait(self.loop.submit(lambda: self.engine.join_bus(host, port, base_rank, world_size, backend,
+                                                                        timeout_s)), 2 * timeout_s, "join_bus")
 
     def leave_bus(self) -> None:
-        self.loop.call(self.engine.leave_bus)
+        self._wait(self.loop.submit(self.engine.leave_bus), self.cfg.weight_sync.timeout_s, "leave_bus")
 
     def update_weights(self, meta: dict) -> int:
-        return self.loop.update_weights(meta).result()
+        return self._wait(self.loop.update_weights(meta), self.cfg.weight_sync.timeout_s, "update_weights")
 
     def start_sampling(self) -> None:
-        self.loop.sampling = True
+        self.loop.start()
 
     def pause_sampling(self) -> None:
-        self.loop.sampling = False
+        self.loop.pause()
 
     def evaluate(self, prompts: list[list[int]], answers: list[str], k: int, temperature: float, seed: int,
                  max_tokens: Optional[int] = None, offset: int = 0) -> dict:
@@ -85,11 +99,12 @@ class Sampler:
         from ada_ray.evaluate import eval_seed
 
         seeds = [eval_seed(seed, offset + i) for i in range(len(prompts))]
-        return self.loop.evaluate(prompts, answers, k, temperature, seeds, max_tokens).result()
+        return self._wait(self.loop.evaluate(prompts, answers, k, temperature, seeds, max_tokens), EVAL_TIMEOUT_S,
+                          "evaluate")
 
     def stop(self) -> dict:
-        self.loop.stopping = True
-        self.thread.join(timeout=60)
+        self.loop.stop()
+        self.thread.join(timeout=STOP_JOIN_S)
         self.scorer.close()
         return self.stats()
 
@@ -97,8 +112,10 @@ class Sampler:
         return self.loop.stats()
 
     def weight_checksum(self) -> float:
-        return self.loop.call(self.engine.weight_checksum)
+        return self._wait(self.loop.submit(self.engine.weight_checksum), self.cfg.weight_sync.timeout_s,
+                          "weight_checksum")
 
     def logprobs_of(self, prompt: list[int], completion: list[int]) -> list[float]:
         """Log-probs the engine assigns to a fixed completion (tests: weight sync is real)."""
-        return self.loop.call(lambda: self.engine.score_completion(prompt, completion))
+        return self._wait(self.loop.submit(lambda: self.engine.score_completion(prompt, completion)),
+                          self.cfg.weight_sync.timeout_s, "logprobs_of")

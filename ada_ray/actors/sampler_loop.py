@@ -1,14 +1,18 @@
-"""The sampler's loop without Ray: keep an Engine full with leased work, score what finishes,
-report it to the queue. The Sampler actor (sampler.py) is a thin shell that runs `SamplerLoop.run`
-on a thread; tests drive `tick` with a fake engine and a fake queue.
+"""The sampler's loop without Ray: keep an Engine full with leased work and hand what finishes to
+the report pipeline (sampler_reports.py: scoring and reporting on its own thread, so the engine
+never waits for a verifier or a report call). The Sampler actor (sampler.py) is a thin shell that
+runs `SamplerLoop.run` on a thread; tests drive `tick` with a fake engine and a fake queue.
 
 The loop thread owns the engine; everything that touches it (weight updates, evaluation, joining
 the WeightBus) is a command the loop runs between engine steps, so the engine never generates from
 a half-loaded model and a learner never waits longer than one engine step. Work enters as capacity
-frees (continuous batching, no round barrier across prompts); each finished item is scored and
-reported with its token ids, behaviour log-probs and the policy version it started under (in this
+frees (continuous batching, no round barrier across prompts); each finished item is reported with
+its token ids, behaviour log-probs, reward and the policy version it started under (in this
 sampler: an update mid-generation does not relabel it; the queue's admission control bounds its
-staleness). Leasing is pipelined: the next lease call is in flight while the engine steps.
+staleness). Leasing runs on a third thread (sampler_leases.py): the next lease call is out while
+the engine steps, asking for the room left below `capacity`, unless more than `capacity` samples
+wait to be scored (then it waits for the scorer rather than pile up leased work); the loop only
+adds what has come back to the engine. A stop sends every finished item's report.
 """
 
 from __future__ import annotations
@@ -17,31 +21,13 @@ import queue as queue_mod
 import time
 import traceback
 from concurrent.futures import Future
-from typing import Any, Callable, Optional, Protocol, Sequence
+from typing import Any, Callable, Optional
 
-from ada_ray.algo.types import Sample, Signal, WorkItem
+from ada_ray.actors.sampler_leases import LeaseFeeder
+from ada_ray.actors.sampler_links import QueueLink, Scorer
+from ada_ray.actors.sampler_reports import Job, ReportPipeline, settle
+from ada_ray.algo.types import WorkItem
 from ada_ray.engines.protocol import Engine, Finished
-
-
-class QueueLink(Protocol):
-    """How the loop reaches the PromptQueue: calls return pending handles, never block."""
-
-    def lease(self, sampler_id: str, max_items: int, max_samples: int, wait_s: float) -> Any:
-        """Pending list[WorkItem] (possibly empty) or Signal.STOP."""
-
-    def report_many(self, sampler_id: str, reports: list[tuple[int, list[Sample]]]) -> Any:
-        """Pending list[bool]; getting it raises what the scheduler raised."""
-
-    def wait(self, pending: list, timeout: float) -> tuple[list, list]:
-        """(ready, not ready) once all are ready or `timeout` seconds have passed (0: do not wait)."""
-
-    def get(self, pending: Any) -> Any: ...
-
-
-class Scorer(Protocol):
-    """rewards.SafeScorer: (score, failed) per completion; never raises for a bad reward function."""
-
-    def score(self, completions: Sequence[str], answers: Sequence[str]) -> list[tuple[float, bool]]: ...
 
 
 class LoopDied(RuntimeError):
@@ -49,20 +35,17 @@ class LoopDied(RuntimeError):
 
 
 class SamplerLoop:
-    # idle waits (seconds): for a pending lease; for a command while sampling; while paused
-    lease_poll_s = 0.05
+    # idle waits for a command (seconds; leased work and start() wake the loop at once)
     idle_sampling_s = 0.02
     idle_paused_s = 0.1
-    lease_wait_s = 0.5  # how long the queue may hold a lease call when the engine is empty
+    stop_flush_s = 10.0  # how long a stop waits for the last reports to be scored, sent and answered
 
     def __init__(self, sampler_id: str, engine: Engine, queue: QueueLink, scorer: Scorer, capacity: int,
                  version: int = 0):
         self.id = sampler_id
         self.engine = engine
-        self.queue = queue
-        self.scorer = scorer
         self.version = version
-        self.capacity = capacity  # samples kept in the engine (leased, not yet finished)
+        self.capacity = capacity  # leased samples kept (in the engine or on their way to it)
         self.commands: "queue_mod.Queue[tuple[Callable[[], Any], Future]]" = queue_mod.Queue()
         self.sampling = False
         self.stopping = False
@@ -72,11 +55,12 @@ class SamplerLoop:
         self.inflight_samples = 0
         self.evals: dict[str, tuple[str, int]] = {}  # request id -> (eval batch id, prompt index)
         self.eval_batches: dict[str, dict] = {}
-        self.lease_ref: Any = None
-        self.report_refs: list = []
-        self._pending: list[tuple[int, list[Sample]]] = []
-        self.stats_ = {"busy_s": 0.0, "idle_s": 0.0, "update_s": 0.0, "steps": 0, "samples": 0, "tokens": 0,
-                       "items": 0, "reward_errors": 0, "updates": 0}
+        self.reports = ReportPipeline(sampler_id, queue, scorer)
+        self.feeder = LeaseFeeder(sampler_id, queue, capacity, self._scoring_behind, self._wake)
+        # busy_s: engine steps; lease_s: adding leased work to the engine; cpu_s: the loop thread's
+        # CPU time (what other processes on the machine take does not count there)
+        self.stats_ = {"busy_s": 0.0, "idle_s": 0.0, "update_s": 0.0, "lease_s": 0.0, "cpu_s": 0.0, "steps": 0,
+                       "updates": 0}
 
     # -- commands (any thread) ------------------------------------------------------------------
 
@@ -91,8 +75,22 @@ class SamplerLoop:
         self.commands.put((fn, fut))
         return fut
 
-    def call(self, fn: Callable[[], Any], timeout: Optional[float] = None):
-        return self.submit(fn).result(timeout=timeout)
+    def start(self) -> None:
+        """Lease and generate; wakes a paused loop at once (it would notice within idle_paused_s)."""
+        self.sampling = True
+        self._wake()
+
+    def _wake(self) -> None:
+        self.commands.put((lambda: None, Future()))
+
+    def pause(self) -> None:
+        """Lease nothing more; what is in the engine finishes and is reported."""
+        self.sampling = False
+
+    def stop(self) -> None:
+        """End `run` after the current pass: drop the engine's work, send the last reports."""
+        self.stopping = True
+        self._wake()
 
     def update_weights(self, meta: dict) -> Future:
         """Load one update between engine steps; the future holds the new version."""
@@ -106,6 +104,7 @@ class SamplerLoop:
                 self.weights_ok = False
                 self.engine.abort_all()
                 self.items.clear()
+                self.feeder.finished(self.inflight_samples)
                 self.inflight_samples = 0
                 raise
             self.weights_ok = True
@@ -135,14 +134,19 @@ class SamplerLoop:
                 done.set_result({"correct": [], "errors": 0, "version": self.version})
 
         def failed_to_start(cmd: Future) -> None:
-            if cmd.exception() is not None and not done.done():
-                done.set_exception(cmd.exception())
+            if cmd.exception() is not None:
+                settle(done, exc=cmd.exception())
 
         self.submit(start).add_done_callback(failed_to_start)
         return done
 
     def stats(self) -> dict:
-        return dict(self.stats_, version=self.version, inflight_samples=self.inflight_samples, error=self.error)
+        """Running totals: the loop's (engine steps, idle, updates, adding leased work), the feeder's
+        (lease calls, items leased, empty answers) and the report pipeline's (items, samples and
+        tokens reported, reward errors, seconds scoring and sending)."""
+        return dict(self.stats_, **self.reports.stats, **self.feeder.stats, version=self.version,
+                    inflight_samples=self.inflight_samples, unscored_samples=self.reports.backlog_samples,
+                    error=self.error)
 
     # -- the loop (its own thread) ----------------------------------------------------------------
 
@@ -151,35 +155,46 @@ class SamplerLoop:
         try:
             while not self.stopping:
                 self.tick()
+            self.feeder.close()
             self.engine.abort_all()
-            self._flush_reports(final=True)
+            self.reports.close(self.stop_flush_s)
         except Exception:  # noqa: BLE001 - surface it to every caller
             self.error = traceback.format_exc(limit=8)
+            self.feeder.close()
+            self.reports.abandon()
             died = f"sampler {self.id} loop died: {self.error}"
             while not self.commands.empty():
                 _, fut = self.commands.get_nowait()
-                fut.set_exception(LoopDied(died))
-            for b in self.eval_batches.values():  # evaluations in flight would wait forever
-                b["future"].set_exception(LoopDied(died))
+                settle(fut, exc=LoopDied(died))
+            for b in list(self.eval_batches.values()):  # evaluations in flight would wait forever
+                settle(b["future"], exc=LoopDied(died))
 
     def tick(self) -> None:
-        """One pass: commands, leasing, reports, then one engine step (or a short idle wait)."""
+        """One pass: commands, the work leased since the last pass into the engine, then one engine
+        step (or a short idle wait); what finishes goes to the report pipeline. A failure of the
+        feeder or the pipeline (a lease unanswered, a report the queue refused) ends the loop."""
+        cpu0 = time.thread_time()
         self._run_commands()
-        if self.sampling and self.weights_ok:
-            self._lease()
-        self._flush_reports()
+        self.reports.raise_if_failed()
+        self.feeder.raise_if_failed()
+        if self._leasing():
+            t0 = time.perf_counter()
+            self._add_leased()
+            self.stats_["lease_s"] += time.perf_counter() - t0
+        self.feeder.want(self._leasing())
         if self.weights_ok and self.engine.has_unfinished():
             t0 = time.perf_counter()
             finished = self.engine.step()
             self.stats_["busy_s"] += time.perf_counter() - t0
             self.stats_["steps"] += 1
-            for f in finished:
-                self._finished(f)
+            if finished:
+                self._hand_over(finished)
         else:
             t0 = time.perf_counter()
             self._idle_wait()
             if self.sampling:
                 self.stats_["idle_s"] += time.perf_counter() - t0
+        self.stats_["cpu_s"] += time.thread_time() - cpu0
 
     def _run_one(self, timeout: Optional[float]) -> bool:
         """Run one queued command (waiting up to `timeout`; None: do not wait). False if none."""
@@ -197,70 +212,56 @@ class SamplerLoop:
         while self._run_one(None):
             pass
 
+    def _leasing(self) -> bool:
+        return self.sampling and self.weights_ok
+
     def _idle_wait(self) -> None:
-        """Nothing to generate: wait for a command or for the pending lease."""
-        if self.lease_ref is not None:
-            ready, _ = self.queue.wait([self.lease_ref], self.lease_poll_s)
-            if ready:
-                return
+        """Nothing to generate: wait for a command (the feeder's arrivals and start() are commands)."""
         self._run_one(self.idle_sampling_s if self.sampling else self.idle_paused_s)
 
-    def _lease(self) -> None:
-        if self.lease_ref is not None:
-            ready, _ = self.queue.wait([self.lease_ref], 0)
-            if not ready:
-                return
-            items = self.queue.get(self.lease_ref)
-            self.lease_ref = None
-            if items == Signal.STOP:
-                self.sampling = False
-                return
-            for it in items:
-                rid = f"w{it.item_id}"
-                self.items[rid] = (it, self.version)
-                self.inflight_samples += it.num_samples
-                self.engine.add(rid, it.token_ids, it.num_samples, it.seed)
-        room = self.capacity - self.inflight_samples
-        if room > 0 and self.lease_ref is None:
-            wait_s = 0.0 if self.engine.has_unfinished() else self.lease_wait_s
-            self.lease_ref = self.queue.lease(self.id, 1_000_000, room, wait_s)
+    def _scoring_behind(self) -> bool:
+        return self.reports.backlog_samples > self.capacity
 
-    def _finished(self, f: Finished) -> None:
-        if f.request_id in self.evals:
-            self._eval_finished(f)
-            return
-        entry = self.items.pop(f.request_id, None)
-        if entry is None:
-            return  # dropped by a failed weight update
-        item, start_version = entry
-        self.inflight_samples -= item.num_samples
-        scores = self.scorer.score([c.text for c in f.completions], [item.answer] * len(f.completions))
-        samples = []
-        for c, (score, failed) in zip(f.completions, scores):
-            samples.append(Sample(item.prompt_id, c.token_ids, c.logprobs, score, start_version, item.round,
-                                  c.text, c.finish_reason, failed))
-            self.stats_["tokens"] += len(c.token_ids)
-            self.stats_["reward_errors"] += int(failed)
-        self.stats_["samples"] += len(samples)
-        self.stats_["items"] += 1
-        self._pending.append((item.item_id, samples))
+    def _add_leased(self) -> None:
+        items, stop = self.feeder.take()
+        for it in items:
+            rid = f"w{it.item_id}"
+            self.items[rid] = (it, self.version)
+            self.inflight_samples += it.num_samples
+            self.engine.add(rid, it.token_ids, it.num_samples, it.seed)
+        if stop:
+            self.sampling = False
 
-    def _flush_reports(self, final: bool = False) -> None:
-        if self._pending:
-            self.report_refs.append(self.queue.report_many(self.id, self._pending))
-            self._pending = []
-        if self.report_refs:
-            ready, self.report_refs = self.queue.wait(self.report_refs, 10.0 if final else 0)
-            for r in ready:
-                self.queue.get(r)  # surfaces scheduler errors in this sampler
+    def _hand_over(self, finished: list[Finished]) -> None:
+        """A step's finished requests to the report pipeline, and their room back to the feeder: one
+        call each per step (each wakes a thread)."""
+        jobs, done = [], 0
+        for f in finished:
+            if f.request_id in self.evals:
+                jobs.append(self._eval_job(f))
+                continue
+            entry = self.items.pop(f.request_id, None)
+            if entry is None:
+                continue  # dropped by a failed weight update
+            item, start_version = entry
+            done += item.num_samples
+            jobs.append(Job.work(item, start_version, f.completions))
+        if done:
+            self.inflight_samples -= done
+            self.feeder.finished(done)
+        if jobs:
+            self.reports.put(jobs)
 
-    def _eval_finished(self, f: Finished) -> None:
+    def _eval_job(self, f: Finished) -> Job:
         batch_id, i = self.evals.pop(f.request_id)
         b = self.eval_batches[batch_id]
-        scores = self.scorer.score([c.text for c in f.completions], [b["answers"][i]] * len(f.completions))
-        b["correct"][i] = sum(1 for s, _ in scores if s > 0.5)
-        b["errors"] += sum(1 for _, failed in scores if failed)
-        b["left"] -= 1
-        if b["left"] == 0:
-            del self.eval_batches[batch_id]
-            b["future"].set_result({"correct": b["correct"], "errors": b["errors"], "version": b["version"]})
+
+        def scored(scores: list[tuple[float, bool]]) -> None:  # on the report pipeline's thread
+            b["correct"][i] = sum(1 for s, _ in scores if s > 0.5)
+            b["errors"] += sum(1 for _, failed in scores if failed)
+            b["left"] -= 1
+            if b["left"] == 0:
+                self.eval_batches.pop(batch_id, None)
+                settle(b["future"], {"correct": b["correct"], "errors": b["errors"], "version": b["version"]})
+
+        return Job.evaluation(f.completions, b["answers"][i], scored)

@@ -1,7 +1,8 @@
-"""Stand-ins for the sampler loop's engine and queue: deterministic, no Ray, no vLLM."""
+"""Stand-ins for the sampler loop's engine, queue and scorer: deterministic, no Ray, no vLLM."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable, Optional, Sequence
 
 from ada_ray.algo.scheduler import WorkScheduler
@@ -10,12 +11,16 @@ from ada_ray.engines.protocol import Completion, Finished
 
 
 class FakeEngine:
-    """Request `rid` finishes `steps` engine steps after it is added; its completion j has the text
-    `reply(prompt_ids, seed, j)` (tokens: the characters' codes, behaviour log-prob -0.5 each)."""
+    """Request `rid` finishes `steps` engine steps after it is added (`steps_for(prompt_ids)` when
+    given); its completion j has the text `reply(prompt_ids, seed, j)` (tokens: the characters'
+    codes, behaviour log-prob -0.5 each)."""
 
-    def __init__(self, reply: Callable[[tuple, Optional[int], int], str] = lambda p, s, j: "x", steps: int = 1):
+    def __init__(self, reply: Callable[[tuple, Optional[int], int], str] = lambda p, s, j: "x", steps: int = 1,
+                 steps_for: Optional[Callable[[tuple], int]] = None):
         self.reply = reply
         self.steps = steps
+        self.steps_for = steps_for
+        self.stepped = 0
         self.running: dict[str, list] = {}  # rid -> [prompt ids, n, seed, steps left]
         self.added: list[tuple] = []  # (rid, prompt ids, n, seed, temperature, max_tokens)
         self.aborts = 0
@@ -26,11 +31,13 @@ class FakeEngine:
     def add(self, request_id: str, prompt_ids: Sequence[int], n: int, seed: Optional[int],
             temperature: Optional[float] = None, max_tokens: Optional[int] = None) -> None:
         self.added.append((request_id, tuple(prompt_ids), n, seed, temperature, max_tokens))
-        self.running[request_id] = [tuple(prompt_ids), n, seed, self.steps]
+        steps = self.steps_for(tuple(prompt_ids)) if self.steps_for else self.steps
+        self.running[request_id] = [tuple(prompt_ids), n, seed, steps]
 
     def step(self) -> list[Finished]:
         if self.step_error is not None:
             raise self.step_error
+        self.stepped += 1
         out = []
         for rid, req in list(self.running.items()):
             req[3] -= 1
@@ -76,26 +83,31 @@ class Ref:
 
 class ScriptedQueue:
     """PromptQueue whose lease answers are scripted (WorkItem lists or Signal.STOP, then []);
-    records every lease call and report. `hold_leases`: lease handles stay pending."""
+    records every lease call and report. `hold_leases` / `hold_reports`: those handles stay pending."""
 
     def __init__(self, leases: Sequence = ()):
         self.leases = list(leases)
         self.lease_calls: list[tuple] = []  # (sampler id, max items, max samples, wait s)
+        self.lease_refs: list[Ref] = []  # the handles lease calls returned (a held one: set .ready)
         self.reports: list[tuple] = []  # (item id, samples)
         self.hold_leases = False
+        self.hold_reports = False
+        self.wait_calls = 0
         self.report_error: Optional[Exception] = None
 
     def lease(self, sampler_id, max_items, max_samples, wait_s):
         self.lease_calls.append((sampler_id, max_items, max_samples, wait_s))
-        return Ref(self.leases.pop(0) if self.leases else [], ready=not self.hold_leases)
+        self.lease_refs.append(Ref(self.leases.pop(0) if self.leases else [], ready=not self.hold_leases))
+        return self.lease_refs[-1]
 
     def report_many(self, sampler_id, reports):
         if self.report_error is not None:
             return Ref(self.report_error)
         self.reports.extend(reports)
-        return Ref([True] * len(reports))
+        return Ref([True] * len(reports), ready=not self.hold_reports)
 
     def wait(self, pending, timeout):
+        self.wait_calls += 1
         return [p for p in pending if p.ready], [p for p in pending if not p.ready]
 
     def get(self, ref):
@@ -105,21 +117,47 @@ class ScriptedQueue:
 
 
 class SchedulerQueue(ScriptedQueue):
-    """The real WorkScheduler behind the QueueLink verbs (what the PromptQueue actor does, minus Ray)."""
+    """The real WorkScheduler behind the QueueLink verbs (what the PromptQueue actor does, minus Ray;
+    a lock stands in for the actor's one thread: leases and reports come from two threads)."""
 
     def __init__(self, sched: WorkScheduler):
         super().__init__()
         self.sched = sched
         self.stopped = False
+        self.lock = threading.Lock()
 
     def lease(self, sampler_id, max_items, max_samples, wait_s):
-        self.lease_calls.append((sampler_id, max_items, max_samples, wait_s))
-        if self.stopped:
-            return Ref(Signal.STOP)
-        return Ref(self.sched.lease(sampler_id, max_items, 0.0, max_samples))
+        with self.lock:
+            self.lease_calls.append((sampler_id, max_items, max_samples, wait_s))
+            if self.stopped:
+                return Ref(Signal.STOP)
+            return Ref(self.sched.lease(sampler_id, max_items, 0.0, max_samples))
 
     def report_many(self, sampler_id, reports):
-        try:
-            return Ref([self.sched.report(sampler_id, iid, samples) for iid, samples in reports])
-        except Exception as exc:  # noqa: BLE001 - surfaces in the loop, as ray.get would
-            return Ref(exc)
+        with self.lock:
+            try:
+                return Ref([self.sched.report(sampler_id, iid, samples) for iid, samples in reports])
+            except Exception as exc:  # noqa: BLE001 - surfaces in the loop, as ray.get would
+                return Ref(exc)
+
+
+class GatedScorer:
+    """Wraps a scorer; each call blocks until `gate` is set (a slow verifier), or raises `error`.
+    Records the completions of every call."""
+
+    def __init__(self, inner, error: Optional[Exception] = None, timeout_s: float = 5.0):
+        self.inner = inner
+        self.error = error
+        self.timeout_s = timeout_s
+        self.gate = threading.Event()
+        self.entered = threading.Event()  # set when a call is waiting at the gate
+        self.calls: list[list[str]] = []
+
+    def score(self, completions, answers):
+        self.calls.append(list(completions))
+        self.entered.set()
+        if not self.gate.wait(self.timeout_s):
+            raise TimeoutError(f"GatedScorer: gate not opened within {self.timeout_s}s")
+        if self.error is not None:
+            raise self.error
+        return self.inner.score(completions, answers)

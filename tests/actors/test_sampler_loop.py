@@ -1,42 +1,25 @@
 """The sampler loop with a fake engine and a fake queue (no Ray, no vLLM, milliseconds): leasing,
-generation, scoring, reports, the stop signal, weight updates, reward errors, loop death, eval."""
+generation, scoring, reports, the stop signal, weight updates, reward errors, loop death, eval.
+Scoring and reporting run on the report pipeline's thread: `tick` waits for it (flush) after its
+ticks, so each test reads what the queue received."""
 
 from __future__ import annotations
 
 import inspect
 import subprocess
 import sys
+import time
 
 import pytest
 
-from ada_ray.actors.sampler_loop import LoopDied, SamplerLoop
+from ada_ray.actors.sampler_loop import LoopDied
 from ada_ray.algo.scheduler import SchedulerError, WorkScheduler
-from ada_ray.algo.types import Prompt, Signal, WorkItem
+from ada_ray.algo.types import Prompt, Signal
 from ada_ray.config import AlgoConfig
 from ada_ray.engines.protocol import Engine
 from ada_ray.engines.vllm_engine import VLLMEngine
-from ada_ray.rewards import SafeScorer
 from tests.actors.fakes import FakeEngine, SchedulerQueue, ScriptedQueue
-
-
-def item(item_id, k=2, answer="ok", prompt=(1, 2), round_=0, seed=None):
-    return WorkItem(item_id, f"p{item_id}", tuple(prompt), answer, k, 0, round_, seed or 100 + item_id, 0)
-
-
-def first_j_right(j_right=1):
-    """Completion j is right ('ok') for j < j_right, else wrong."""
-    return lambda prompt, seed, j: "ok" if j < j_right else "no"
-
-
-def make_loop(queue, engine=None, reward="exact", capacity=8, version=0):
-    loop = SamplerLoop("s0", engine or FakeEngine(first_j_right()), queue, SafeScorer(reward), capacity, version)
-    loop.lease_poll_s = loop.idle_sampling_s = loop.idle_paused_s = 0.001
-    return loop
-
-
-def tick(loop, n):
-    for _ in range(n):
-        loop.tick()
+from tests.actors.loops import first_j_right, item, make_loop, tick, wait_until
 
 
 def test_vllm_engine_and_the_fake_satisfy_the_engine_protocol():
@@ -78,13 +61,26 @@ def test_one_lease_in_flight_asking_for_the_room_left():
     loop.sampling = True
     q.hold_leases = True
     tick(loop, 3)
-    assert q.lease_calls == [("s0", 1_000_000, 8, 0.5)]  # empty engine: the queue may hold the call
+    assert q.lease_calls == [("s0", 1_000_000, 8, 0.5)]  # one call, held by the queue; the loop ticks on
     q.hold_leases = False
-    q.lease_calls[-1:] = []
-    loop.lease_ref.ready = True
+    q.lease_refs[0].ready = True
+    wait_until(lambda: loop.feeder.held == 5)
     tick(loop, 2)
-    assert q.lease_calls[0] == ("s0", 1_000_000, 3, 0.0)  # 5 of 8 in flight; engine busy: no wait
-    assert loop.inflight_samples == 5
+    assert q.lease_calls[1] == ("s0", 1_000_000, 3, 0.5)  # 5 of 8 in flight: it asks for the room left
+    assert loop.inflight_samples == 5 and len(q.lease_calls) == 2  # the empty answer is not re-asked at once
+
+
+def test_a_paused_loop_waits_instead_of_spinning():
+    q = ScriptedQueue()
+    loop = make_loop(q)
+    loop.sampling = True
+    tick(loop, 1)  # a lease call; its (empty) answer is back at once
+    loop.pause()
+    loop.idle_paused_s = 0.01
+    t0 = time.monotonic()
+    tick(loop, 5)
+    assert time.monotonic() - t0 >= 0.045 and q.wait_calls == 1  # five idle waits; the lease waited on once
+    assert len(q.lease_calls) == 1
 
 
 def test_stop_signal_ends_leasing_and_in_flight_work_still_reports():
@@ -99,14 +95,12 @@ def test_stop_signal_ends_leasing_and_in_flight_work_still_reports():
 def test_update_mid_generation_keeps_each_item_at_its_start_version():
     q = ScriptedQueue([[item(1)], [item(2)]])
     engine = FakeEngine(first_j_right(), steps=3)
-    loop = make_loop(q, engine)
+    loop = make_loop(q, engine, capacity=2)  # item 2 is leased when item 1 has finished
     loop.sampling = True
     tick(loop, 2)  # item 1 runs under version 0
-    q.hold_leases = True  # item 2 is leased after the update
     fut = loop.update_weights({"version": 1})
     tick(loop, 1)
     assert fut.result(timeout=0) == 1 and engine.versions == [1] and loop.version == 1
-    loop.lease_ref.ready = True
     tick(loop, 6)
     by_item = {iid: {s.version for s in samples} for iid, samples in q.reports}
     assert by_item == {1: {0}, 2: {1}}
@@ -116,7 +110,7 @@ def test_update_mid_generation_keeps_each_item_at_its_start_version():
 def test_failed_update_drops_in_flight_work_and_pauses_until_a_good_one():
     q = ScriptedQueue([[item(1)], [item(2)]])
     engine = FakeEngine(first_j_right(), steps=3)
-    loop = make_loop(q, engine)
+    loop = make_loop(q, engine, capacity=2)  # item 2 is not in the engine when the update fails
     loop.sampling = True
     tick(loop, 2)
     engine.fail_updates = True
@@ -172,18 +166,6 @@ def test_scheduler_error_in_a_report_kills_the_loop_and_every_caller_sees_it():
         loop.submit(lambda: None)
 
 
-def test_stop_drops_engine_work_and_sends_the_last_reports():
-    q = ScriptedQueue([[item(1)]])
-    engine = FakeEngine(first_j_right())
-    loop = make_loop(q, engine)
-    loop.sampling = True
-    tick(loop, 2)  # item 1 finished and scored, its report not sent yet
-    assert q.reports == []
-    loop.stopping = True
-    loop.run()
-    assert [iid for iid, _ in q.reports] == [1] and engine.aborts == 1 and loop.error is None
-
-
 def test_evaluate_counts_correct_samples_per_prompt_at_the_current_version():
     engine = FakeEngine(lambda prompt, seed, j: "ok" if j < prompt[0] else "no")
     loop = make_loop(ScriptedQueue(), engine, version=3)
@@ -215,9 +197,10 @@ def test_a_cohort_completes_through_the_real_scheduler():
     engine = FakeEngine(lambda prompt, seed, j: "ok" if prompt[0] == 1 or j % 2 else "no")
     q = SchedulerQueue(sched)
     loop = make_loop(q, engine, capacity=16)
+    loop.feeder.empty_backoff_s = 0.005  # the fake answers at once where the queue would hold the call
     loop.sampling = True
     for _ in range(50):
-        loop.tick()
+        tick(loop, 1)
         if sched.cohort_status(0) == Signal.READY:
             break
     res = sched.take_cohort(0)
@@ -225,7 +208,6 @@ def test_a_cohort_completes_through_the_real_scheduler():
     assert rounds == {"q0": 3, "q1": 1}
     assert all(s.version == 0 for g in res.groups for s in g.samples)
     q.stopped = True
-    tick(loop, 3)
-    assert not loop.sampling
+    tick(loop, 2)
     acct = sched.check_accounting()
     assert acct["items_ok"] and acct["completed"] == 4

@@ -1,0 +1,127 @@
+"""Scoring and reporting off the engine's loop thread (sampler_reports.py), through the loop with
+a fake engine, a fake queue and a scorer held at a gate (a slow verifier): the engine keeps stepping
+while scoring lags, reports keep their order and account for every sample, a failing scorer loses
+nothing, a stop sends what is still being scored, and leasing waits when scoring falls far behind."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from ada_ray.rewards import SafeScorer
+from tests.actors.fakes import FakeEngine, GatedScorer, ScriptedQueue
+from tests.actors.loops import first_j_right, item, make_loop, tick, wait_until
+
+
+def gated(error=None):
+    return GatedScorer(SafeScorer("exact"), error=error)
+
+
+def test_the_engine_keeps_stepping_while_a_slow_scorer_scores():
+    q = ScriptedQueue([[item(1)], [item(2)], [item(3)]])
+    engine = FakeEngine(first_j_right())
+    scorer = gated()
+    loop = make_loop(q, engine, scorer=scorer, capacity=4)
+    loop.sampling = True
+    tick(loop, 2, flush=False)  # lease; items 1 and 2 into the engine, one step: they finish
+    assert scorer.entered.wait(2.0)  # the verifier is busy with item 1 ...
+    tick(loop, 3, flush=False)  # ... while item 3 is leased, generated and handed over
+    assert [rid for rid, *_ in engine.added] == ["w1", "w2", "w3"] and engine.stepped == 2
+    assert q.reports == [] and loop.stats()["unscored_samples"] == 6
+    scorer.gate.set()
+    loop.reports.flush(2.0)
+    assert [iid for iid, _ in q.reports] == [1, 2, 3]
+    assert [[s.reward for s in samples] for _, samples in q.reports] == [[1.0, 0.0]] * 3
+
+
+def test_reports_keep_the_order_items_finished_in_and_account_for_every_sample():
+    # items 1-4 finish after 3, 1, 4, 2 engine steps: in the order 2, 4, 1, 3
+    q = ScriptedQueue([[item(i, k=2, prompt=(p,)) for i, p in ((1, 3), (2, 1), (3, 4), (4, 2))]])
+    scorer = gated()
+    loop = make_loop(q, FakeEngine(first_j_right(2), steps_for=lambda prompt: prompt[0]), scorer=scorer)
+    loop.sampling = True
+    tick(loop, 2, flush=False)  # all four in the engine (8 samples = capacity); item 2 finishes
+    assert scorer.entered.wait(2.0)
+    tick(loop, 3, flush=False)  # 4, 1, 3 finish while item 2 is being scored
+    scorer.gate.set()
+    loop.reports.flush(2.0)
+    assert [iid for iid, _ in q.reports] == [2, 4, 1, 3]
+    assert scorer.calls == [["ok", "ok"], ["ok", "ok"] * 3]  # the three waiting items in one scorer call
+    st = loop.stats()
+    assert (st["items"], st["samples"], st["tokens"], st["reward_errors"]) == (4, 8, 16, 0)
+    assert st["report_calls"] == 2 and st["unscored_samples"] == 0 and st["inflight_samples"] == 0
+    assert all(s.prompt_id == f"p{iid}" and len(samples) == 2 for iid, samples in q.reports for s in samples)
+
+
+def test_a_scorer_that_fails_reports_every_sample_with_reward_0_and_reward_error():
+    q = ScriptedQueue([[item(1, k=3)], [item(2)]])
+    scorer = gated(error=RuntimeError("verifier pool died"))
+    scorer.gate.set()
+    loop = make_loop(q, scorer=scorer)
+    loop.sampling = True
+    tick(loop, 4)
+    assert [iid for iid, _ in q.reports] == [1, 2]
+    assert [(s.reward, s.reward_error) for s in q.reports[0][1]] == [(0.0, True)] * 3
+    st = loop.stats()
+    assert st["reward_errors"] == 5 and st["scorer_failures"] >= 1 and st["items"] == 2
+    assert "verifier pool died" in loop.reports.last_scorer_error and loop.error is None
+
+
+def test_a_stop_sends_the_reports_still_being_scored():
+    q = ScriptedQueue([[item(1)]])
+    engine = FakeEngine(first_j_right())
+    scorer = gated()
+    loop = make_loop(q, engine, scorer=scorer)
+    loop.sampling = True
+    tick(loop, 2, flush=False)
+    assert scorer.entered.wait(2.0) and q.reports == []
+    loop.stopping = True
+    threading.Timer(0.05, scorer.gate.set).start()  # the verifier answers after the stop began
+    loop.run()
+    assert [iid for iid, _ in q.reports] == [1] and engine.aborts == 1 and loop.error is None
+
+
+def test_a_stop_whose_reports_are_never_answered_fails_by_name():
+    q = ScriptedQueue([[item(1)]])
+    q.hold_reports = True
+    loop = make_loop(q)
+    loop.stop_flush_s = 0.05
+    loop.sampling = True
+    tick(loop, 2, flush=False)
+    wait_until(lambda: q.reports)  # sent; its answer never comes
+    loop.stopping = True
+    loop.run()
+    assert "report pipeline close" in loop.error and "1 report call(s) unanswered" in loop.error
+
+
+def test_leasing_waits_while_more_than_capacity_waits_to_be_scored():
+    q = ScriptedQueue([[item(i)] for i in range(1, 6)])
+    scorer = gated()
+    loop = make_loop(q, scorer=scorer, capacity=2)
+    loop.sampling = True
+    tick(loop, 2, flush=False)
+    assert scorer.entered.wait(2.0)
+    tick(loop, 6, flush=False)  # item 2 finishes too: 4 samples wait for the scorer, more than capacity
+    calls = len(q.lease_calls)
+    tick(loop, 5, flush=False)
+    assert len(q.lease_calls) == calls and loop.stats()["unscored_samples"] > loop.capacity
+    scorer.gate.set()
+    loop.reports.flush(2.0)
+    tick(loop, 2)
+    assert len(q.lease_calls) > calls  # caught up: leasing again
+
+
+def test_start_wakes_a_paused_loop_at_once():
+    q = ScriptedQueue()
+    loop = make_loop(q)
+    loop.idle_paused_s = 5.0  # a paused loop polls for commands this slowly
+    t = threading.Thread(target=loop.run, daemon=True)
+    t.start()
+    time.sleep(0.05)  # the loop is waiting for a command
+    t0 = time.monotonic()
+    loop.start()
+    wait_until(lambda: q.lease_calls)
+    assert time.monotonic() - t0 < 1.0
+    loop.stopping = True
+    t.join(timeout=5.0)
+    assert not t.is_alive() and loop.error is None
