@@ -41,6 +41,7 @@ def test_bench_sampler_smoke(ray_cluster, tmp_path):
     sampler.run(out_dir=tmp_path, smoke=True)
     d = load(tmp_path, "sampler")
     assert d["bare_vllm"]["tokens"] == d["sampler"]["tokens"] > 0  # same prompts and seeds, same samples
+    assert d["same_tokens"] and d["pairs"][0]["mismatched_prompts"] == {"bare": 0, "sampler": 0}  # token by token
     assert 0 < d["sampler_vs_bare"] < 5
     assert (tmp_path / "sampler.png").read_bytes()[:4] == b"\x89PNG"
 
