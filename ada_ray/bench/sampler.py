@@ -32,7 +32,7 @@ RPC_TIMEOUT_S = 600.0  # any one call of the bench (an engine start, one timed r
 # thread, scoring, report calls and its CPU seconds
 LOOP_STATS = ("busy_s", "idle_s", "lease_s", "cpu_s", "steps", "lease_calls", "score_s", "report_s", "report_calls",
               "report_cpu_s")
-PAUSE_SETTLE_S = 1.5  # > SamplerLoop.lease_wait_s: a paused sampler's last long-poll lease has returned
+PAUSE_SETTLE_S = 1.5  # > LeaseFeeder.lease_wait_s: a paused sampler's last long-poll lease has returned
 
 
 @ray.remote
