@@ -286,7 +286,7 @@ def chart(path: Path, rows: list[dict]) -> Path:
         xs = [r["samplers"] for r in rs]
         axes[0].plot(xs, [r["items_per_s"] for r in rs], "o-", label=f"P={p:,}")
         axes[1].plot(xs, [r["lease_p99_ms"] for r in rs], "o-", label=f"P={p:,}")
-        axes[2].bar(str(p), rs[-1]["bytes_per_prompt"]) if rs else None
+        axes[2].bar(f"{p:,}", max(r["bytes_per_prompt"] for r in rs))
     axes[0].set(xscale="log", xlabel="simulated samplers", ylabel="work items / s", title="served")
     axes[1].set(xscale="log", xlabel="simulated samplers", ylabel="ms", title="lease latency p99")
     axes[1].axhline(50, color="gray", ls="--", lw=0.8)

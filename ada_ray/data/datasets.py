@@ -299,33 +299,31 @@ def _embedded_records(items) -> list[Record]:
             for it in items]
 
 
-def load_records(cfg: DataConfig) -> tuple[list[Record], Optional[list[Record]]]:
-    """(train, eval) records for the config, before tokenization; eval is None when there is none."""
+def _split_sources(cfg: DataConfig) -> tuple[Callable[[], Iterable[Record]], Optional[list[Record]], str, str]:
+    """(a function giving the training records afresh - streamed from a file -, the eval records or None,
+    the names of both splits for messages)."""
     if cfg.source == "embedded":
         train, evals = embedded_task.make_splits(cfg.levels, cfg.train_per_level, cfg.eval_per_level, cfg.seed,
                                                     cfg.answer_order)
-        return _embedded_records(train), (_embedded_records(evals) if evals else None)
+        train_records = _embedded_records(train)
+        return (lambda: train_records), (_embedded_records(evals) if evals else None), "embedded train", "embedded eval"
     if not cfg.train_path:
         raise DataError(f"data.train_path is required for data.source={cfg.source}")
-    return read_records(cfg.train_path, cfg), (read_records(cfg.eval_path, cfg) if cfg.eval_path else None)
+    evals = read_records(cfg.eval_path, cfg) if cfg.eval_path else None
+    return (lambda: iter_records(cfg.train_path, cfg)), evals, cfg.train_path, cfg.eval_path or ""
+
+
+def load_records(cfg: DataConfig) -> tuple[list[Record], Optional[list[Record]]]:
+    """(train, eval) records for the config, before tokenization; eval is None when there is none."""
+    train, evals, _, _ = _split_sources(cfg)
+    return list(train()), evals
 
 
 def load_splits(cfg: DataConfig, tokenizer, table_cache: Optional[Path] = None,
                 log=print) -> tuple[PromptSet, Optional[PromptSet]]:
     """(train, eval) prompt sets for the config; eval is None when there is none. With `table_cache`,
     the training split is streamed into a cached prompt table (data.train_table) instead of a list."""
-    if cfg.source == "embedded":
-        train, evals = embedded_task.make_splits(cfg.levels, cfg.train_per_level, cfg.eval_per_level, cfg.seed,
-                                                    cfg.answer_order)
-        train_records, eval_records = _embedded_records(train), (_embedded_records(evals) if evals else None)
-        tr_src, ev_src = "embedded train", "embedded eval"
-        records = lambda: train_records  # noqa: E731
-    else:
-        if not cfg.train_path:
-            raise DataError(f"data.train_path is required for data.source={cfg.source}")
-        eval_records = read_records(cfg.eval_path, cfg) if cfg.eval_path else None
-        tr_src, ev_src = cfg.train_path, cfg.eval_path
-        records = lambda: iter_records(cfg.train_path, cfg)  # noqa: E731
+    records, eval_records, tr_src, ev_src = _split_sources(cfg)
     if table_cache is not None:
         from ada_ray.data.train_table import load_train_table
 

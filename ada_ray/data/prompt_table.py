@@ -39,6 +39,13 @@ def _batch(prompts: Sequence[Prompt]) -> pa.RecordBatch:
     ], schema=SCHEMA)
 
 
+def _prompts(batch: pa.RecordBatch) -> list[Prompt]:
+    """The Prompts of a record batch: `_batch` read back."""
+    c = batch.to_pydict()
+    return [Prompt(*row[:2], tuple(row[2]), *row[3:]) for row in zip(
+        c["prompt_id"], c["text"], c["token_ids"], c["answer"], c["difficulty"], c["prior_pass_rate"])]
+
+
 class PromptTableWriter:
     """Append prompts; they reach the file a record batch at a time. Written beside `path` under a
     temporary name and renamed into place on close, so a reader never sees half a table."""
@@ -162,17 +169,14 @@ class PromptTable:
             by_batch.setdefault(b, []).append((pos, i - self._starts[b]))
         out: list = [None] * len(indices)
         for b, wanted in by_batch.items():
-            cols = self._batches[b].take(pa.array([r for _, r in wanted], pa.int64())).to_pydict()
-            for k, (pos, _) in enumerate(wanted):
-                out[pos] = Prompt(cols["prompt_id"][k], cols["text"][k], tuple(cols["token_ids"][k]),
-                                  cols["answer"][k], cols["difficulty"][k], cols["prior_pass_rate"][k])
+            taken = _prompts(self._batches[b].take(pa.array([r for _, r in wanted], pa.int64())))
+            for (pos, _), prompt in zip(wanted, taken):
+                out[pos] = prompt
         return out
 
     def __iter__(self) -> Iterator[Prompt]:
         for batch in self.table.to_batches():
-            for r in batch.to_pylist():
-                yield Prompt(r["prompt_id"], r["text"], tuple(r["token_ids"]), r["answer"], r["difficulty"],
-                             r["prior_pass_rate"])
+            yield from _prompts(batch)
 
     def priors(self) -> Iterator[tuple[str, float]]:
         """(prompt id, offline pass rate) of every prompt that has one."""

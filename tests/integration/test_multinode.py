@@ -96,6 +96,7 @@ def test_checkpoints_at_a_storage_uri_survive_a_killed_driver(three_nodes, model
     killed_at = latest_step(run_store)
     assert 2 <= killed_at < STEPS and not (run_store / "final").exists()
     assert placed["Learner"] == {node_b.node_id} and placed["Sampler"] == {node_a.node_id}, placed
+    assert placed["PromptQueue"] == {cluster.head_node.node_id}, placed  # beside the driver and its prompt table
 
     second = driver(base + ["trainer.resume=auto", f"trainer.staging_dir={tmp_path / 'stage2'}"], env,
                     tmp_path / "second.log")
