@@ -3,6 +3,7 @@ Signal values that stand in for a record where there is none."""
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Optional
@@ -22,14 +23,69 @@ class Signal(StrEnum):
     TIMEOUT = "timeout"  # wait_cohort: the cohort was not ready within the timeout
 
 
+class PackedList:
+    """A list-of-numbers field that crosses process boundaries as one packed bytes object.
+
+    Pickling a list builds or parses one Python object per element: for a sample's token ids and
+    log-probs that was most of the PromptQueue's CPU (it passes samples from the samplers to the
+    driver without reading them). Here a field holds either its list or the packed bytes it arrived
+    as; the list is decoded on first read (C speed, `array`), and bytes that were never read are
+    pickled again as they are, so a hop that does not read the field costs O(1) per sample."""
+
+    def __init__(self, typecode: str, itemsize: int):
+        if array(typecode).itemsize != itemsize:
+            raise RuntimeError(f"array typecode {typecode!r} is not {itemsize} bytes on this platform")
+        self.typecode = typecode
+        self.itemsize = itemsize
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+        self.slot = "_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:  # the dataclass asks for a default: there is none
+            raise AttributeError(self.name)
+        value = obj.__dict__[self.slot]
+        if type(value) is bytes:
+            decoded = array(self.typecode)
+            decoded.frombytes(value)
+            value = obj.__dict__[self.slot] = decoded.tolist()
+        return value
+
+    def __set__(self, obj, value) -> None:
+        obj.__dict__[self.slot] = value
+
+    def packed(self, obj) -> bytes:
+        value = obj.__dict__[self.slot]
+        if type(value) is bytes:
+            return value
+        try:
+            return array(self.typecode, value).tobytes()
+        except (OverflowError, TypeError) as e:
+            kind = "int32 token ids" if self.typecode == "i" else "floats"
+            raise TypeError(f"{type(obj).__name__}.{self.name} of prompt {getattr(obj, 'prompt_id', '?')}: expected "
+                            f"a sequence of {kind}, got {str(value)[:80]} ({e})") from e
+
+    def length(self, obj) -> int:
+        value = obj.__dict__[self.slot]
+        return len(value) // self.itemsize if type(value) is bytes else len(value)
+
+
+_COMPLETION_IDS = PackedList("i", 4)
+_BEHAVIOUR_LOGPROBS = PackedList("d", 8)
+
+
 @dataclass
 class Sample:
     """One generated response. Every sample carries its prompt id, the policy version that
-    produced it, the behaviour log-probs of its tokens, and its reward (ARCHITECTURE invariant 2)."""
+    produced it, the behaviour log-probs of its tokens, and its reward (ARCHITECTURE invariant 2).
+
+    The token ids (int32) and log-probs (float64, exact) are `PackedList`s: a Sample pickles them as
+    bytes, and a process that never reads them (the PromptQueue) never unpacks them."""
 
     prompt_id: str
-    completion_ids: list[int]
-    behaviour_logprobs: list[float]
+    completion_ids: list[int] = _COMPLETION_IDS  # type: ignore[assignment]
+    behaviour_logprobs: list[float] = _BEHAVIOUR_LOGPROBS  # type: ignore[assignment]
     reward: float
     version: int
     round: int = 0
@@ -39,6 +95,19 @@ class Sample:
 
     def positive(self, threshold: float) -> bool:
         return self.reward > threshold
+
+    @property
+    def num_tokens(self) -> int:
+        """len(completion_ids), without unpacking them."""
+        return _COMPLETION_IDS.length(self)
+
+    def __reduce__(self):
+        return _sample_from_wire, (self.prompt_id, _COMPLETION_IDS.packed(self), _BEHAVIOUR_LOGPROBS.packed(self),
+                                   self.reward, self.version, self.round, self.text, self.finish_reason, self.reward_error)
+
+
+def _sample_from_wire(*fields) -> Sample:
+    return Sample(*fields)
 
 
 @dataclass

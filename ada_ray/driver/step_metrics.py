@@ -40,7 +40,7 @@ def cohort_metrics(res: CohortResult, step: int, max_rounds: int) -> dict[str, f
         "train/dapo_dropped": float(len(res.dropped)),
         "train/dapo_cap_hit": 1.0 if res.dapo_cap_hit else 0.0,
         "train/reward_errors": float(sum(s.reward_error for g in everything for s in g.samples)),
-        "train/completion_tokens_mean": _mean([float(len(s.completion_ids)) for g in groups for s in g.samples]),
+        "train/completion_tokens_mean": _mean([float(s.num_tokens) for g in groups for s in g.samples]),
     }
     for r in range(1, max_rounds):
         m[f"train/active_after_round_{r}"] = float(sum(1 for g in everything if g.rounds > r))
