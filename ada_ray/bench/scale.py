@@ -7,8 +7,13 @@ prompts from the start); S simulated samplers, hosted as asyncio tasks in a few 
 time, and report synthetic samples whose rewards are Bernoulli(pass rate); the bench process plays the
 driver (wait for cohort c, check it, set version c + 1).
 
+The batch grows with the fan-out (`prompts_per_sampler` x S prompts a step, at least `batch`): a cluster
+of 256 samplers runs larger steps than one of 8, and a fixed small batch would leave most samplers idle
+(the cohort pipeline, not the queue, would set the rate). Samplers lease as the real sampler's feeder
+does: ask, long-poll when nothing is ready, back off after an empty answer.
+
 Recorded per pair: work items served per second, lease and report latency p50/p99 (as the samplers see
-them), the queue process's CPU share, its memory per prompt (RSS after loading P prompts minus RSS after
+them; a lease's is its asking call, answered at once, the long polls are waits for work), the queue process's CPU share, its memory per prompt (RSS after loading P prompts minus RSS after
 loading one batch, over the difference in prompts), the driver's wait per cohort, and two checks:
 admission control (every trained sample came from a policy version >= cohort - max_staleness) and the
 accounting invariant after the queue stops.
@@ -24,6 +29,7 @@ from typing import Optional
 
 import ray
 
+from ada_ray.actors.sampler_leases import LeaseFeeder
 from ada_ray.algo.types import Sample, Signal
 from ada_ray.bench.common import write_result
 from ada_ray.config import load_config, to_dict
@@ -59,6 +65,7 @@ class SimSamplers:
         self.report_s: list[float] = []
         self.served = 0
         self.empty_leases = 0
+        self.polls = 0
         self.rates: dict[str, float] = {}
 
     def _samples(self, item) -> list[Sample]:
@@ -69,6 +76,11 @@ class SimSamplers:
                        1.0 if self.rng.random() < p else 0.0, item.version) for _ in range(item.num_samples)]
 
     async def _one(self, sid: str) -> None:
+        """Lease as the real sampler's feeder does when it has room: ask; when the queue has nothing
+        ready, a long poll (the queue holds the call until work appears, up to LeaseFeeder.lease_wait_s),
+        then a pause of LeaseFeeder.empty_backoff_s after an empty answer. Lease latency is the round
+        trip of the asking call, answered from ready work or empty at once; the long polls are waits
+        for work, counted apart (`polls`)."""
         while not self.stopping:
             t0 = time.perf_counter()
             items = await self.queue.lease.remote(sid, self.max_items, None, 0.0)
@@ -77,8 +89,13 @@ class SimSamplers:
                 return
             if not items:
                 self.empty_leases += 1
-                await asyncio.sleep(0.01)
-                continue
+                self.polls += 1
+                items = await self.queue.lease.remote(sid, self.max_items, None, LeaseFeeder.lease_wait_s)
+                if items == Signal.STOP:
+                    return
+                if not items:
+                    await asyncio.sleep(LeaseFeeder.empty_backoff_s)
+                    continue
             await asyncio.sleep(self.rng.expovariate(1.0 / self.service_s) if self.service_s > 0 else 0.0)
             reports = [(it.item_id, self._samples(it)) for it in items]
             t0 = time.perf_counter()
@@ -95,7 +112,7 @@ class SimSamplers:
 
     def stats(self) -> dict:
         return {"served": self.served, "lease_s": self.lease_s, "report_s": self.report_s,
-                "empty_leases": self.empty_leases}
+                "empty_leases": self.empty_leases, "polls": self.polls}
 
 
 def _queue_config(batch: int, max_staleness: int, overrides: Optional[list[str]] = None):
@@ -168,7 +185,8 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
         "items_per_s": served / elapsed,
         "lease_p50_ms": 1000 * percentile(lease, 0.5), "lease_p99_ms": 1000 * percentile(lease, 0.99),
         "report_p50_ms": 1000 * percentile(report, 0.5), "report_p99_ms": 1000 * percentile(report, 0.99),
-        "lease_calls": len(lease), "empty_leases": sum(o["empty_leases"] for o in outs),
+        "batch": batch, "lease_calls": len(lease), "empty_leases": sum(o["empty_leases"] for o in outs),
+        "long_polls": sum(o["polls"] for o in outs),
         "queue_cpu_share": (cpu1["cpu_s"] - cpu0["cpu_s"]) / elapsed,
         # the queue's CPU cost per item served (its capacity on one core is 1e6 / this)
         "queue_us_per_item": 1e6 * (cpu1["cpu_s"] - cpu0["cpu_s"]) / max(1, served),
@@ -240,7 +258,7 @@ def driver_load(rows: int, folder: Path, mode: str = "table") -> dict:
 
 def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8,64,256",
         prompts: str = "10000,100000,1000000", duration: float = 20.0, service_ms: float = 20.0, hosts: int = 2,
-        max_items: int = 64, batch: int = 512, seed: int = 0) -> dict:
+        max_items: int = 64, batch: int = 512, prompts_per_sampler: int = 16, seed: int = 0) -> dict:
     from ada_ray.driver import cluster as cl
 
     if smoke:
@@ -261,12 +279,13 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
         for p in p_list:
             for s in s_list:
                 rows.append(run_pair(s, p, folder=folder, duration_s=duration, service_ms=service_ms, hosts=hosts,
-                                     max_items=max_items, batch=batch, max_staleness=2, seed=seed))
+                                     max_items=max_items, batch=min(p, max(batch, prompts_per_sampler * s)),
+                                     max_staleness=2, seed=seed))
                 print(format_row(rows[-1]), flush=True)
     finally:
         c.shutdown()
     result = {"params": {"duration_s": duration, "service_ms": service_ms, "hosts": hosts, "max_items": max_items,
-                         "batch": batch, "max_staleness": 2, "prompt_tokens": PROMPT_TOKENS,
+                         "batch": batch, "prompts_per_sampler": prompts_per_sampler, "max_staleness": 2, "prompt_tokens": PROMPT_TOKENS,
                          "completion_tokens": COMPLETION_TOKENS, "algo": "ada_seq_balance"},
               "rows": rows, "driver_load": loads}
     write_result(out_dir, "scale", result)
