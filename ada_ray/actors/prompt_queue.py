@@ -1,6 +1,7 @@
 """PromptQueue actor: the WorkScheduler behind an asyncio Ray actor.
 
-Samplers long-poll `lease` (it waits for work instead of spinning), report scored samples with
+Samplers long-poll `lease` (a call that finds nothing ready waits in line, lease_waiters.py, and is
+served in arrival order as work appears: one wakeup per call that gets work), report scored samples with
 `report_many`, and the driver waits for a cohort with `wait_cohort` (returns the cohort,
 Signal.END when no more data or steps, or Signal.TIMEOUT). Leases expire by the clock here;
 `release_sampler` hands a dead sampler's work out again at once. `stop` wakes every waiter with an
@@ -15,6 +16,7 @@ from typing import Optional
 
 import ray
 
+from ada_ray.actors.lease_waiters import LeaseWaiters
 from ada_ray.algo.scheduler import WorkScheduler
 from ada_ray.algo.types import Signal
 from ada_ray.config import from_dict
@@ -35,12 +37,15 @@ class PromptQueue:
             total_epochs=c.trainer.total_epochs, total_steps=c.trainer.total_steps,
             lease_timeout_s=c.sampler.lease_timeout_s, estimator=est,
         )
-        self.changed = asyncio.Event()
+        self.changed = asyncio.Event()  # wakes the driver's cohort wait
+        self.waiters = LeaseWaiters()  # samplers' lease calls waiting for work
         self.stopped = False
         self.busy_s = 0.0  # time spent inside scheduler calls (queue overhead)
         self.calls = 0
 
     def _notify(self) -> None:
+        """Something changed: serve the waiting lease calls, wake the cohort wait."""
+        self.waiters.serve(self._lease_now)
         self.changed.set()
         self.changed = asyncio.Event()
 
@@ -51,19 +56,22 @@ class PromptQueue:
         except asyncio.TimeoutError:
             pass
 
+    def _lease_now(self, sampler_id: str, max_items: int, max_samples: Optional[int]) -> list:
+        t0 = time.perf_counter()
+        items = self.sched.lease(sampler_id, max_items, time.monotonic(), max_samples)
+        self.busy_s += time.perf_counter() - t0
+        self.calls += 1
+        return items
+
     async def lease(self, sampler_id: str, max_items: int, max_samples: Optional[int] = None, wait_s: float = 0.0):
-        deadline = time.monotonic() + wait_s
-        while True:
-            if self.stopped:
-                return Signal.STOP
-            t0 = time.perf_counter()
-            items = self.sched.lease(sampler_id, max_items, time.monotonic(), max_samples)
-            self.busy_s += time.perf_counter() - t0
-            self.calls += 1
-            remaining = deadline - time.monotonic()
-            if items or remaining <= 0:
-                return items
-            await self._wait_change(min(remaining, 1.0))
+        """Up to `max_items` work items; when none is ready, wait in line up to `wait_s` for some
+        ([] if none came, Signal.STOP once the queue stops)."""
+        if self.stopped:
+            return Signal.STOP
+        items = self._lease_now(sampler_id, max_items, max_samples)
+        if items or wait_s <= 0:
+            return items
+        return await self.waiters.wait(sampler_id, max_items, max_samples, wait_s)
 
     async def report_many(self, sampler_id: str, reports: list) -> list[bool]:
         t0 = time.perf_counter()
@@ -102,6 +110,7 @@ class PromptQueue:
         """End of run: cancel outstanding work, wake every waiter, return the accounting."""
         self.stopped = True
         self.sched.shutdown()
+        self.waiters.stop(Signal.STOP)
         self._notify()
         return self.sched.check_accounting()
 
@@ -110,7 +119,7 @@ class PromptQueue:
 
     async def stats(self) -> dict:
         s = self.sched
-        return {"busy_s": self.busy_s, "calls": self.calls, "ready_items": len(s.ready),
+        return {"busy_s": self.busy_s, "calls": self.calls, "waiting_leases": len(self.waiters), "ready_items": len(s.ready),
                 "leased_items": len(s.leases), "inflight_prompts": len(s.inflight),
                 "open_cohorts": len(s.cohorts), "version": s.version}
 
