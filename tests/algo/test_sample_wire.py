@@ -58,3 +58,13 @@ def test_a_token_id_outside_int32_is_named():
         pickle.dumps(_sample(completion_ids=[1, 2**40]))
     with pytest.raises(TypeError, match=r"Sample.behaviour_logprobs of prompt p7: expected a sequence of floats"):
         pickle.dumps(_sample(behaviour_logprobs=[None]))
+
+
+def test_the_wire_form_carries_every_field():
+    import dataclasses
+
+    s = _sample()
+    fn, args = s.__reduce__()
+    assert len(args) == len(dataclasses.fields(Sample))  # a new field must be added to __reduce__ and the unpickler
+    t = fn(*args)
+    assert dataclasses.asdict(t) == dataclasses.asdict(s)
