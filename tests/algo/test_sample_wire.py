@@ -68,3 +68,15 @@ def test_the_wire_form_carries_every_field():
     assert len(args) == len(dataclasses.fields(Sample))  # a new field must be added to __reduce__ and the unpickler
     t = fn(*args)
     assert dataclasses.asdict(t) == dataclasses.asdict(s)
+
+
+def test_a_group_round_trips_with_its_samples_still_packed():
+    from ada_ray.algo.types import Group
+
+    g = Group("p7", [1, 2, 3], [_sample(), _sample(reward=0.0)], [0.5, -0.5], cohort=4, pool_size=6, pool_positives=3,
+              rounds=2, exit_fired=True, round0_rewards=[1.0, 0.0], difficulty="hard", dropped=True)
+    t = pickle.loads(pickle.dumps(g))
+    assert t == g and t.zero_signal is False and t.difficulty == "hard" and t.dropped
+    q = pickle.loads(pickle.dumps(pickle.loads(pickle.dumps(g))))  # sampler -> queue -> driver, never read between
+    assert type(q.samples[0].__dict__["_completion_ids"]) is bytes and q == g
+
