@@ -210,6 +210,9 @@ class TrainerConfig:
     total_samples: Optional[int] = None  # stop once trained cohorts have generated this many samples (null: no limit)
     batch_prompts: int = 32  # B: prompts (groups) per training step
     max_staleness: int = 2  # async: a sample is trained at most this many versions after its policy
+    # PromptQueue shards (one actor each, prompts split by a hash of their id, each cohort B // K prompts
+    # per shard, a coordinator merges them); > 1 when one queue actor cannot keep up with the samplers
+    queue_shards: int = 1
     prompt_order: str = "sequential"  # new prompts per epoch: shuffled, hardest first, or weighted by 1/sqrt(p-hat)
     eval_every: int = 50  # evaluate every this many steps (0: never)
     eval_at_start: bool = True  # with eval_every > 0: evaluate the starting policy before step 1
@@ -658,6 +661,12 @@ def _validate_trainer(t: TrainerConfig, lr: LearnerConfig) -> None:
         raise ConfigError(
             f"config: trainer.batch_prompts = {t.batch_prompts} is below learner.num_learners = "
             f"{lr.num_learners}: every learner needs at least one group per step"
+        )
+    _positive("trainer.queue_shards", t.queue_shards)
+    if t.batch_prompts < t.queue_shards:
+        raise ConfigError(
+            f"config: trainer.batch_prompts = {t.batch_prompts} is below trainer.queue_shards = "
+            f"{t.queue_shards}: every queue shard needs at least one prompt per step"
         )
     if lr.mini_batches > t.batch_prompts:
         raise _err("learner.mini_batches", f"<= trainer.batch_prompts ({t.batch_prompts})", lr.mini_batches)

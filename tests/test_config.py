@@ -69,6 +69,8 @@ def test_wrong_type_names_key_and_expected_type():
     (["algo.dual_clip_c=0.5"], "algo.dual_clip_c"),
     (["trainer.mode=semi"], "trainer.mode"),
     (["trainer.batch_prompts=0"], "trainer.batch_prompts"),
+    (["trainer.queue_shards=0"], "trainer.queue_shards"),
+    (["trainer.queue_shards=5", "trainer.batch_prompts=4"], "trainer.batch_prompts = 4 is below trainer.queue_shards = 5"),
     (["learner.zero_stage=4"], "learner.zero_stage"),
     (["learner.num_learners=4", "trainer.batch_prompts=2"], "learner.num_learners"),
     (["data.max_prompt_tokens=60", "sampler.max_new_tokens=8"], "sampler.max_model_len"),
