@@ -4,8 +4,8 @@ For every (S samplers, P prompts) pair: a real PromptQueue actor (real Ray) serv
 (each with a known pass rate, which also seeds the queue's difficulty memory, so that memory holds all P
 prompts from the start); S simulated samplers, hosted as asyncio tasks in a few Ray actors (`SimSamplers`:
 256 sampler processes would not fit a small machine), lease work, "generate" by sleeping a drawn service
-time, and report synthetic samples whose rewards are Bernoulli(pass rate); the bench process plays the
-driver (wait for cohort c, check it, set version c + 1).
+time (exponential, capped at 4x its mean), and report synthetic samples whose rewards are Bernoulli(pass
+rate); the bench process plays the driver (wait for cohort c, check it, set version c + 1).
 
 The batch grows with the fan-out (`prompts_per_sampler` x S prompts a step, at least `batch`): a cluster
 of 256 samplers runs larger steps than one of 8, and a fixed small batch would leave most samplers idle
@@ -36,6 +36,7 @@ from ada_ray.config import load_config, to_dict
 
 PROMPT_TOKENS = 32  # token ids per synthetic prompt (they live outside the queue: the prompt table)
 COMPLETION_TOKENS = 8  # per synthetic sample
+SERVICE_CAP = 4.0  # a simulated generation takes at most this many times the mean service time
 
 
 def pass_rate(prompt_id: str) -> float:
@@ -61,12 +62,20 @@ class SimSamplers:
         self.max_items = max_items
         self.rng = random.Random(seed)
         self.stopping = False
-        self.lease_s: list[float] = []
-        self.report_s: list[float] = []
+        self.lease_s: list[tuple[float, float]] = []  # (wall clock at the call, round trip s)
+        self.report_s: list[tuple[float, float]] = []
         self.served = 0
         self.empty_leases = 0
         self.polls = 0
         self.rates: dict[str, float] = {}
+
+    def service_time(self) -> float:
+        """Exponential with the configured mean, capped at SERVICE_CAP x the mean (max_tokens caps a
+        real generation; an uncapped tail made every cohort of thousands of prompts wait for its one
+        slowest draw)."""
+        if self.service_s <= 0:
+            return 0.0
+        return min(self.rng.expovariate(1.0 / self.service_s), SERVICE_CAP * self.service_s)
 
     def _samples(self, item) -> list[Sample]:
         p = self.rates.get(item.prompt_id)
@@ -82,9 +91,9 @@ class SimSamplers:
         trip of the asking call, answered from ready work or empty at once; the long polls are waits
         for work, counted apart (`polls`)."""
         while not self.stopping:
-            t0 = time.perf_counter()
+            w, t0 = time.time(), time.perf_counter()
             items = await self.queue.lease.remote(sid, self.max_items, None, 0.0)
-            self.lease_s.append(time.perf_counter() - t0)
+            self.lease_s.append((w, time.perf_counter() - t0))
             if items == Signal.STOP:
                 return
             if not items:
@@ -96,11 +105,11 @@ class SimSamplers:
                 if not items:
                     await asyncio.sleep(LeaseFeeder.empty_backoff_s)
                     continue
-            await asyncio.sleep(self.rng.expovariate(1.0 / self.service_s) if self.service_s > 0 else 0.0)
+            await asyncio.sleep(self.service_time())
             reports = [(it.item_id, self._samples(it)) for it in items]
-            t0 = time.perf_counter()
+            w, t0 = time.time(), time.perf_counter()
             await self.queue.report_many.remote(sid, reports)
-            self.report_s.append(time.perf_counter() - t0)
+            self.report_s.append((w, time.perf_counter() - t0))
             self.served += len(items)
 
     async def run(self) -> dict:
@@ -149,6 +158,7 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
             for i, n in enumerate(per_host) if n > 0]
     runs = [s.run.remote() for s in sims]
     waits: list[float] = []
+    steady_from = float("inf")
     stale_violations = 0
     groups = 0
     step = 0
@@ -160,6 +170,8 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
         if not hasattr(res, "groups"):
             raise RuntimeError(f"bench scale: cohort {step} did not come ({res})")
         waits.append(time.perf_counter() - w0)
+        if step == 0:
+            steady_from = time.time()  # the first cohort is in: every sampler has had its first lease
         for g in res.groups:
             groups += 1
             stale_violations += sum(1 for s in g.samples if s.version < step - max_staleness)
@@ -175,8 +187,11 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
     for s in sims:
         ray.kill(s)
     ray.kill(q)
-    lease = [x for o in outs for x in o["lease_s"]]
-    report = [x for o in outs for x in o["report_s"]]
+    # latencies in steady state: calls made after the first cohort was taken (the start, when every sampler
+    # asks at once and the first cohorts open, is reported apart as lease_p99_all_ms)
+    lease_all = [d for o in outs for _, d in o["lease_s"]]
+    lease = [d for o in outs for w, d in o["lease_s"] if w >= steady_from] or lease_all
+    report = [d for o in outs for w, d in o["report_s"] if w >= steady_from] or [d for o in outs for _, d in o["report_s"]]
     served = sum(o["served"] for o in outs)
     issued = accounting["issued"]
     return {
@@ -184,8 +199,9 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
         "groups_trained": groups, "items_issued": issued, "items_reported": served,
         "items_per_s": served / elapsed,
         "lease_p50_ms": 1000 * percentile(lease, 0.5), "lease_p99_ms": 1000 * percentile(lease, 0.99),
+        "lease_p99_all_ms": 1000 * percentile(lease_all, 0.99),
         "report_p50_ms": 1000 * percentile(report, 0.5), "report_p99_ms": 1000 * percentile(report, 0.99),
-        "batch": batch, "lease_calls": len(lease), "empty_leases": sum(o["empty_leases"] for o in outs),
+        "batch": batch, "lease_calls": len(lease_all), "empty_leases": sum(o["empty_leases"] for o in outs),
         "long_polls": sum(o["polls"] for o in outs),
         "queue_cpu_share": (cpu1["cpu_s"] - cpu0["cpu_s"]) / elapsed,
         # the queue's CPU cost per item served (its capacity on one core is 1e6 / this)
