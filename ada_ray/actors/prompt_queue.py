@@ -24,7 +24,9 @@ from ada_ray.config import from_dict
 
 @ray.remote
 class PromptQueue:
-    def __init__(self, prompts: list, cfg: dict, estimator_state: Optional[dict] = None):
+    def __init__(self, prompts: list, cfg: dict, estimator_state: Optional[dict] = None,
+                 batch_prompts: Optional[int] = None):
+        """`batch_prompts` overrides trainer.batch_prompts (a shard of a sharded queue holds its share)."""
         from ada_ray.algo.estimator import PassRateEstimator
 
         c = from_dict(cfg)
@@ -32,7 +34,7 @@ class PromptQueue:
         if estimator_state:
             est.load_state_dict(estimator_state)
         self.sched = WorkScheduler(
-            prompts, c.algo, batch_prompts=c.trainer.batch_prompts, max_staleness=c.trainer.max_staleness,
+            prompts, c.algo, batch_prompts=batch_prompts or c.trainer.batch_prompts, max_staleness=c.trainer.max_staleness,
             mode=c.trainer.mode, prompt_order=c.trainer.prompt_order, seed=c.trainer.seed,
             total_epochs=c.trainer.total_epochs, total_steps=c.trainer.total_steps,
             lease_timeout_s=c.sampler.lease_timeout_s, estimator=est,
@@ -81,21 +83,29 @@ class PromptQueue:
         self._notify()
         return out
 
-    async def wait_cohort(self, index: int, timeout_s: float):
+    async def cohort_ready(self, index: int, timeout_s: float) -> Signal:
+        """Wait up to `timeout_s` for cohort `index` without taking it: Signal.READY, END or TIMEOUT
+        (a sharded queue's coordinator takes from its shards only once every one is ready)."""
         deadline = time.monotonic() + timeout_s
         while True:
             status = self.sched.cohort_status(index)
             if status == Signal.READY:
-                t0 = time.perf_counter()
-                res = self.sched.take_cohort(index)
-                self.busy_s += time.perf_counter() - t0
-                return res
+                return Signal.READY
             if status == Signal.END or self.stopped:
                 return Signal.END
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return Signal.TIMEOUT
             await self._wait_change(min(remaining, 1.0))
+
+    async def wait_cohort(self, index: int, timeout_s: float):
+        status = await self.cohort_ready(index, timeout_s)
+        if status != Signal.READY:
+            return status
+        t0 = time.perf_counter()
+        res = self.sched.take_cohort(index)
+        self.busy_s += time.perf_counter() - t0
+        return res
 
     async def set_version(self, version: int) -> None:
         self.sched.set_version(version)
