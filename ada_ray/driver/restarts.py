@@ -32,6 +32,8 @@ def what_died(exc: BaseException) -> Optional[str]:
         return f"a call did not answer ({_first_line(exc)})"
     if isinstance(exc, rex.RayTaskError):
         cause = exc.cause if isinstance(exc.cause, BaseException) else None
+        if isinstance(cause, (rex.RayActorError, rex.ActorUnavailableError)):  # a queue shard behind the coordinator
+            return f"an actor died ({_first_line(cause)})"
         if cause is not None and _collective_error(cause):
             return f"a collective broke ({_first_line(cause)})"
     if _collective_error(exc):

@@ -16,8 +16,9 @@ import ray
 from ada_ray import storage
 from ada_ray.driver import cluster as cl
 from ada_ray.actors.learner import Learner
-from ada_ray.actors.prompt_queue import PromptQueue
+from ada_ray.actors.queue_coordinator import build_queue
 from ada_ray.actors.sampler import Sampler
+from ada_ray.algo.queue_shards import shard_states
 from ada_ray.algo.types import Signal
 from ada_ray.learner.batching import learner_shares
 from ada_ray.config import AdaRayConfig, to_dict
@@ -43,6 +44,9 @@ class Runtime:
     model_path: str = ""
     sampler_env: dict = field(default_factory=dict)
     replaced: int = 0  # samplers replaced after dying or failing a broadcast
+    # the queue actors samplers lease from: [queue] with one queue shard; with K > 1 the K shards
+    # behind `queue` (a QueueCoordinator), sampler i on shard i % K
+    shards: list = field(default_factory=list)
     log: Any = print
 
     # -- construction ----------------------------------------------------------------------------
@@ -55,8 +59,8 @@ class Runtime:
         d = to_dict(cfg)
         s, lr = cfg.sampler, cfg.learner
         sampler_gpu, learner_gpu = s.num_gpus > 0, lr.num_gpus > 0
-        queue = PromptQueue.options(num_cpus=0, runtime_env={"env_vars": dict(cl.BASE_ENV)},
-                                    scheduling_strategy=cl.on_this_node()).remote(prompts, d, estimator_state)
+        queue, shards = build_queue(prompts, d, estimator_state, options=dict(
+            num_cpus=0, runtime_env={"env_vars": dict(cl.BASE_ENV)}, scheduling_strategy=cl.on_this_node()))
         if cfg.weight_sync.colocated:  # sampler i and learner i in bundle i of one group
             lpg = spg = cl.colocated_group(cfg)
         else:
@@ -68,7 +72,7 @@ class Runtime:
                     for i in range(lr.num_learners)]
         env = cl.sampler_env(cfg, sampler_gpu)
         rt = cls(cfg, cluster, queue, [], learners, 1 + s.num_samplers * s.tensor_parallel_size, [lpg, spg],
-                 model_path=model_path, sampler_env=env, log=log)
+                 model_path=model_path, sampler_env=env, log=log, shards=shards)
         samplers = [rt._new_sampler(i, 0) for i in range(s.num_samplers)]
         rt.samplers = samplers
         t0 = time.time()
@@ -79,12 +83,16 @@ class Runtime:
         rt.open_bus()
         return rt
 
+    def _queue_of(self, index: int):
+        """The queue (shard) sampler `index` leases from and reports to."""
+        return self.shards[index % len(self.shards)] if self.shards else self.queue
+
     def _new_sampler(self, index: int, version: int):
         s = self.cfg.sampler
         return Sampler.options(num_cpus=s.num_cpus, num_gpus=s.num_gpus * s.tensor_parallel_size,
                                runtime_env={"env_vars": dict(cl.BASE_ENV, **self.sampler_env)},
                                scheduling_strategy=cl.in_bundle(self.groups[1], index), max_restarts=0).remote(
-            f"sampler-{index}", to_dict(self.cfg), self.model_path, self.queue, s.num_gpus > 0, version,
+            f"sampler-{index}", to_dict(self.cfg), self.model_path, self._queue_of(index), s.num_gpus > 0, version,
             self.sampler_env)
 
     def open_bus(self) -> None:
@@ -266,6 +274,7 @@ class Runtime:
         return _get(self.queue.state_dict.remote(), 300, "queue state")
 
     def load_queue(self, state: dict) -> None:
+        shard_states(state, self.cfg.trainer.queue_shards)  # saved with another trainer.queue_shards: a clear error
         _get(self.queue.load_state_dict.remote(state), 300, "queue restore")
 
     def sampler_stats(self) -> list[dict]:
@@ -285,7 +294,8 @@ class Runtime:
                     ray.get(sp.stop.remote(), timeout=60)
                 except Exception:  # noqa: BLE001 - best effort on the way out
                     pass
-            for a in self.samplers + self.learners + [self.queue]:
+            queues = [self.queue] + [q for q in self.shards if q is not self.queue]
+            for a in self.samplers + self.learners + queues:
                 try:
                     ray.kill(a, no_restart=True)
                 except Exception:  # noqa: BLE001

@@ -30,3 +30,9 @@ def test_mistakes_and_bugs_are_not_retried():
     for exc in (ConfigError("trainer.x: unknown key"), TrainingError("5 steps in a row had a non-finite loss"),
                 ValueError("a bug"), RuntimeError("some other runtime error"), KeyboardInterrupt()):
         assert what_died(exc) is None, exc
+
+
+def test_a_task_error_caused_by_a_dead_actor_is_healed():
+    # a queue shard died under the coordinator: the driver sees the coordinator's task fail with it
+    shard_gone = rex.RayTaskError("wait_cohort", "tb", rex.ActorDiedError())
+    assert what_died(shard_gone).startswith("an actor died (ActorDiedError")
