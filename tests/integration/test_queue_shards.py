@@ -148,3 +148,34 @@ def test_end_of_data_in_one_shard_ends_every_shard(ray_cluster):
 def test_too_many_shards_for_the_data_is_a_config_error():
     with pytest.raises(ConfigError, match=r"trainer.queue_shards = 8: shard \d holds \d+ of the training set"):
         build_queue(prompts(12), config(**{"trainer.queue_shards": 8, "trainer.batch_prompts": 16}))
+
+
+def test_training_with_two_queue_shards_checkpoints_and_resumes(ray_cluster, tmp_path):
+    """The real system with trainer.queue_shards = 2 and two samplers (one per shard): full cohorts
+    within the staleness bound, a sharded queue.json, and a resume that loses and repeats no prompt."""
+    import json
+
+    from ada_ray.driver.trainer import train
+    from tests.integration.conftest import tiny_overrides
+
+    extra = {"trainer.queue_shards": 2, "sampler.num_samplers": 2, "trainer.save_every": 2,
+             "trainer.total_epochs": 1}
+    cfg = load_config("ada_seq_balance", tiny_overrides(tmp_path, **extra, **{"trainer.total_steps": 2}))
+    assert train(cfg) == 0
+    saved = json.loads((tmp_path / "run" / "checkpoints" / "step_2" / "queue.json").read_text())
+    assert saved["queue_shards"] == 2 and len(saved["shards"]) == 2
+    cfg = load_config("ada_seq_balance", tiny_overrides(tmp_path, **extra, **{"trainer.total_steps": 4,
+                                                                             "trainer.resume": "auto"}))
+    assert train(cfg) == 0
+    rd = tmp_path / "run"
+    steps = [json.loads(line) for line in (rd / "metrics.jsonl").read_text().splitlines()]
+    steps = [m for m in steps if "train/groups" in m]
+    assert [m["step"] for m in steps] == [1, 2, 3, 4]
+    for m in steps:
+        assert m["train/groups"] == cfg.trainer.batch_prompts
+        assert m["train/staleness_max"] <= cfg.trainer.max_staleness
+    trained = [p for line in (rd / "trained_prompts.jsonl").read_text().splitlines()
+               for p in json.loads(line)["prompts"]]
+    assert len(trained) == 4 * cfg.trainer.batch_prompts and len(set(trained)) == len(trained)
+    acct = json.loads((rd / "accounting.json").read_text())
+    assert acct["items_ok"] and acct["prompts_ok"]
