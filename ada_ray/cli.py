@@ -167,7 +167,8 @@ def cmd_train(cfg, args) -> int:
 BENCH_PARAMS = {"steps": int, "skip": int, "out": str, "smoke": lambda v: v.lower() in ("1", "true", "yes"),
                 "receivers": int, "big_mb": float, "repeats": int, "seeds": int, "budget": int, "hog": int,
                 "interval": float, "batch": int, "eval_every": int, "methods": str, "samplers": str, "prompts": str,
-                "duration": float, "service_ms": float, "hosts": int, "max_items": int, "prompts_per_sampler": int}
+                "duration": float, "service_ms": float, "hosts": int, "max_items": int, "prompts_per_sampler": int,
+                "shards": str}
 
 
 def cmd_bench(argv: list[str]) -> int:

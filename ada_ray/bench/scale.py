@@ -1,6 +1,8 @@
 """`ada-ray bench scale`: the real PromptQueue at cluster scale, with simulated samplers.
 
-For every (S samplers, P prompts) pair: a real PromptQueue actor (real Ray) serves P synthetic prompts
+For every (S samplers, P prompts, K queue shards) row: a real PromptQueue actor (real Ray; K > 1: K shards
+and their coordinator, built by `build_queue` as the Runtime builds them, sampler i on shard i % K) serves P
+synthetic prompts
 (each with a known pass rate, which also seeds the queue's difficulty memory, so that memory holds all P
 prompts from the start); S simulated samplers, hosted as asyncio tasks in a few Ray actors (`SimSamplers`:
 256 sampler processes would not fit a small machine), lease work, "generate" by sleeping a drawn service
@@ -55,9 +57,10 @@ def percentile(xs: list[float], q: float) -> float:
 class SimSamplers:
     """`n` simulated samplers in one process: lease, sleep a service time, report Bernoulli rewards."""
 
-    def __init__(self, queue, first_id: int, n: int, service_ms: float, max_items: int, seed: int):
-        self.queue = queue
-        self.ids = [f"sim{first_id + i}" for i in range(n)]
+    def __init__(self, shards: list, first_id: int, n: int, service_ms: float, max_items: int, seed: int):
+        # sampler i leases from and reports to shard i % K, as in the Runtime
+        self.queue_of = {f"sim{i}": shards[i % len(shards)] for i in range(first_id, first_id + n)}
+        self.ids = list(self.queue_of)
         self.service_s = service_ms / 1000.0
         self.max_items = max_items
         self.rng = random.Random(seed)
@@ -92,14 +95,14 @@ class SimSamplers:
         for work, counted apart (`polls`)."""
         while not self.stopping:
             w, t0 = time.time(), time.perf_counter()
-            items = await self.queue.lease.remote(sid, self.max_items, None, 0.0)
+            items = await self.queue_of[sid].lease.remote(sid, self.max_items, None, 0.0)
             self.lease_s.append((w, time.perf_counter() - t0))
             if items == Signal.STOP:
                 return
             if not items:
                 self.empty_leases += 1
                 self.polls += 1
-                items = await self.queue.lease.remote(sid, self.max_items, None, LeaseFeeder.lease_wait_s)
+                items = await self.queue_of[sid].lease.remote(sid, self.max_items, None, LeaseFeeder.lease_wait_s)
                 if items == Signal.STOP:
                     return
                 if not items:
@@ -108,7 +111,7 @@ class SimSamplers:
             await asyncio.sleep(self.service_time())
             reports = [(it.item_id, self._samples(it)) for it in items]
             w, t0 = time.time(), time.perf_counter()
-            await self.queue.report_many.remote(sid, reports)
+            await self.queue_of[sid].report_many.remote(sid, reports)
             self.report_s.append((w, time.perf_counter() - t0))
             self.served += len(items)
 
@@ -140,21 +143,29 @@ def make_prompt_source(prompts: int, folder: Path):
     return PromptTable.open(path)
 
 
+def _kill(queue, shard_handles: list) -> None:
+    for h in [queue] + [x for x in shard_handles if x is not queue]:
+        ray.kill(h)
+
+
 def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, service_ms: float, hosts: int,
-             max_items: int, batch: int, max_staleness: int, seed: int = 0) -> dict:
-    from ada_ray.actors.prompt_queue import PromptQueue
+             max_items: int, batch: int, max_staleness: int, shards: int = 1, seed: int = 0) -> dict:
+    """One (S, P, K) row: K queue shards (K = 1: the single PromptQueue) built as the Runtime builds them."""
+    from ada_ray.actors.queue_coordinator import build_queue
 
     cfg = to_dict(_queue_config(batch, max_staleness))
-    # baseline: the same queue holding one batch of prompts (interpreter, Ray worker, code)
-    small = PromptQueue.options(num_cpus=0).remote(make_prompt_source(batch, folder), cfg)
+    opts = {"num_cpus": 0, "max_concurrency": 1000}
+    # baseline: the same queue(s) holding two batches of prompts (interpreter, Ray workers, code, a step in flight)
+    base_n = min(prompts, 2 * batch)
+    small, small_shards = build_queue(make_prompt_source(base_n, folder), cfg, shards=shards, options=opts)
     base = ray.get(small.resources.remote(), timeout=600)
-    ray.kill(small)
+    _kill(small, small_shards)
     t0 = time.perf_counter()
-    q = PromptQueue.options(num_cpus=0, max_concurrency=1000).remote(make_prompt_source(prompts, folder), cfg)
+    q, shard_handles = build_queue(make_prompt_source(prompts, folder), cfg, shards=shards, options=opts)
     ray.get(q.resources.remote(), timeout=1800)
     load_s = time.perf_counter() - t0
     per_host = [samplers // hosts + (1 if i < samplers % hosts else 0) for i in range(hosts)]
-    sims = [SimSamplers.remote(q, sum(per_host[:i]), n, service_ms, max_items, seed + i)
+    sims = [SimSamplers.remote(shard_handles, sum(per_host[:i]), n, service_ms, max_items, seed + i)
             for i, n in enumerate(per_host) if n > 0]
     runs = [s.run.remote() for s in sims]
     waits: list[float] = []
@@ -186,7 +197,7 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
     outs = ray.get(runs, timeout=300)
     for s in sims:
         ray.kill(s)
-    ray.kill(q)
+    _kill(q, shard_handles)
     # latencies in steady state: calls made after the first cohort was taken (the start, when every sampler
     # asks at once and the first cohorts open, is reported apart as lease_p99_all_ms)
     lease_all = [d for o in outs for _, d in o["lease_s"]]
@@ -195,7 +206,7 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
     served = sum(o["served"] for o in outs)
     issued = accounting["issued"]
     return {
-        "samplers": samplers, "prompts": prompts, "hosts": len(sims), "seconds": elapsed, "steps": step,
+        "samplers": samplers, "prompts": prompts, "shards": shards, "hosts": len(sims), "seconds": elapsed, "steps": step,
         "groups_trained": groups, "items_issued": issued, "items_reported": served,
         "items_per_s": served / elapsed,
         "lease_p50_ms": 1000 * percentile(lease, 0.5), "lease_p99_ms": 1000 * percentile(lease, 0.99),
@@ -208,9 +219,9 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
         "queue_us_per_item": 1e6 * (cpu1["cpu_s"] - cpu0["cpu_s"]) / max(1, served),
         "queue_rss_mb": cpu1["rss_mb"], "queue_anon_mb": cpu1["anon_mb"], "load_s": load_s,
         # what the queue owns per prompt (anonymous memory: ids, index, difficulty memory), at the end of the run
-        "bytes_per_prompt": (cpu1["anon_mb"] - base["anon_mb"]) * 2**20 / max(1, prompts - batch),
+        "bytes_per_prompt": (cpu1["anon_mb"] - base["anon_mb"]) * 2**20 / max(1, prompts - base_n),
         # the same with the prompt table's pages the run touched (page cache shared with the OS, reclaimable)
-        "rss_bytes_per_prompt": (cpu1["rss_mb"] - base["rss_mb"]) * 2**20 / max(1, prompts - batch),
+        "rss_bytes_per_prompt": (cpu1["rss_mb"] - base["rss_mb"]) * 2**20 / max(1, prompts - base_n),
         "cohort_wait_p50_ms": 1000 * percentile(waits, 0.5), "cohort_wait_max_ms": 1000 * max(waits, default=0.0),
         "stale_samples": stale_violations, "accounting_ok": bool(accounting["items_ok"] and accounting["prompts_ok"]),
         "queue_stats": stats0,
@@ -274,13 +285,15 @@ def driver_load(rows: int, folder: Path, mode: str = "table") -> dict:
 
 def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8,64,256",
         prompts: str = "10000,100000,1000000", duration: float = 20.0, service_ms: float = 20.0, hosts: int = 2,
-        max_items: int = 64, batch: int = 512, prompts_per_sampler: int = 16, seed: int = 0) -> dict:
+        max_items: int = 64, batch: int = 512, prompts_per_sampler: int = 16, shards: str = "1",
+        seed: int = 0) -> dict:
     from ada_ray.driver import cluster as cl
 
     if smoke:
-        samplers, prompts, duration, hosts, batch = "4,16", "2000", 3.0, 2, 64
+        samplers, prompts, duration, hosts, batch, shards = "4,16", "2000", 3.0, 2, 64, "1,2"
     s_list = [int(x) for x in str(samplers).split(",")]
     p_list = [int(x) for x in str(prompts).split(",")]
+    k_list = [int(x) for x in str(shards).split(",")]
     folder = out_dir / "scale_data"
     folder.mkdir(parents=True, exist_ok=True)
     loads = [{"rows_asked": p, **driver_load(p, folder)} for p in p_list]
@@ -294,14 +307,15 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
     try:
         for p in p_list:
             for s in s_list:
-                rows.append(run_pair(s, p, folder=folder, duration_s=duration, service_ms=service_ms, hosts=hosts,
-                                     max_items=max_items, batch=min(p, max(batch, prompts_per_sampler * s)),
-                                     max_staleness=2, seed=seed))
-                print(format_row(rows[-1]), flush=True)
+                for k in k_list:
+                    rows.append(run_pair(s, p, folder=folder, duration_s=duration, service_ms=service_ms, hosts=hosts,
+                                         max_items=max_items, batch=min(p, max(batch, prompts_per_sampler * s)),
+                                         max_staleness=2, shards=k, seed=seed))
+                    print(format_row(rows[-1]), flush=True)
     finally:
         c.shutdown()
     result = {"params": {"duration_s": duration, "service_ms": service_ms, "hosts": hosts, "max_items": max_items,
-                         "batch": batch, "prompts_per_sampler": prompts_per_sampler, "max_staleness": 2, "prompt_tokens": PROMPT_TOKENS,
+                         "shards": k_list, "batch": batch, "prompts_per_sampler": prompts_per_sampler, "max_staleness": 2, "prompt_tokens": PROMPT_TOKENS,
                          "completion_tokens": COMPLETION_TOKENS, "algo": "ada_seq_balance"},
               "rows": rows, "driver_load": loads}
     write_result(out_dir, "scale", result)
@@ -316,12 +330,14 @@ def chart(path: Path, rows: list[dict]) -> Path:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
-    for p in sorted({r["prompts"] for r in rows}):
-        rs = sorted((r for r in rows if r["prompts"] == p), key=lambda r: r["samplers"])
+    for p, k in sorted({(r["prompts"], r.get("shards", 1)) for r in rows}):
+        rs = sorted((r for r in rows if r["prompts"] == p and r.get("shards", 1) == k), key=lambda r: r["samplers"])
         xs = [r["samplers"] for r in rs]
-        axes[0].plot(xs, [r["items_per_s"] for r in rs], "o-", label=f"P={p:,}")
-        axes[1].plot(xs, [r["lease_p99_ms"] for r in rs], "o-", label=f"P={p:,}")
-        axes[2].bar(f"{p:,}", max(r["bytes_per_prompt"] for r in rs))
+        label = f"P={p:,}" + (f", {k} shards" if k > 1 else "")
+        axes[0].plot(xs, [r["items_per_s"] for r in rs], "o-" if k == 1 else "s--", label=label)
+        axes[1].plot(xs, [r["lease_p99_ms"] for r in rs], "o-" if k == 1 else "s--", label=label)
+        if k == 1:
+            axes[2].bar(f"{p:,}", max(r["bytes_per_prompt"] for r in rs))
     axes[0].set(xscale="log", xlabel="simulated samplers", ylabel="work items / s", title="served")
     axes[1].set(xscale="log", xlabel="simulated samplers", ylabel="ms", title="lease latency p99")
     axes[1].axhline(50, color="gray", ls="--", lw=0.8)
@@ -336,7 +352,7 @@ def chart(path: Path, rows: list[dict]) -> Path:
 
 
 def format_row(r: dict) -> str:
-    return (f"S={r['samplers']:>4} P={r['prompts']:>8,}: {r['items_per_s']:8.0f} items/s, lease p50/p99 "
+    return (f"S={r['samplers']:>4} P={r['prompts']:>8,} K={r.get('shards', 1)}: {r['items_per_s']:8.0f} items/s, lease p50/p99 "
             f"{r['lease_p50_ms']:.1f}/{r['lease_p99_ms']:.1f} ms, report p50/p99 {r['report_p50_ms']:.1f}/"
             f"{r['report_p99_ms']:.1f} ms, queue CPU {100 * r['queue_cpu_share']:.0f}% ({r['queue_us_per_item']:.0f} us/item), "
             f"{r['bytes_per_prompt']:.0f} B/prompt, cohort wait p50 {r['cohort_wait_p50_ms']:.0f} ms, "

@@ -132,7 +132,8 @@ def test_bench_scale_smoke(ray_cluster, tmp_path):
 
     scale.run(out_dir=tmp_path, smoke=True)
     d = load(tmp_path, "scale")
-    assert [(r["samplers"], r["prompts"]) for r in d["rows"]] == [(4, 2000), (16, 2000)]
+    assert [(r["samplers"], r["prompts"], r["shards"]) for r in d["rows"]] == [(4, 2000, 1), (4, 2000, 2),
+                                                                                (16, 2000, 1), (16, 2000, 2)]
     for r in d["rows"]:
         assert r["batch"] == max(64, 16 * r["samplers"])  # the step grows with the fan-out
         assert r["items_per_s"] > 0 and r["steps"] >= 1 and r["groups_trained"] == r["batch"] * r["steps"]
