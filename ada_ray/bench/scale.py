@@ -2,9 +2,8 @@
 
 For every (S samplers, P prompts, K queue shards) row: a real PromptQueue actor (real Ray; K > 1: K shards
 and their coordinator, built by `build_queue` as the Runtime builds them, sampler i on shard i % K) serves P
-synthetic prompts
-(each with a known pass rate, which also seeds the queue's difficulty memory, so that memory holds all P
-prompts from the start); S simulated samplers, hosted as asyncio tasks in a few Ray actors (`SimSamplers`:
+synthetic prompts (each with a known pass rate, which also seeds the queue's difficulty memory, so that
+memory holds all P prompts from the start); S simulated samplers, hosted as asyncio tasks in a few Ray actors (`SimSamplers`:
 256 sampler processes would not fit a small machine), lease work, "generate" by sleeping a drawn service
 time (exponential, capped at 4x its mean), and report synthetic samples whose rewards are Bernoulli(pass
 rate); the bench process plays the driver (wait for cohort c, check it, set version c + 1).
