@@ -329,18 +329,20 @@ def chart(path: Path, rows: list[dict]) -> Path:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    sizes = sorted({r["prompts"] for r in rows})
     for p, k in sorted({(r["prompts"], r.get("shards", 1)) for r in rows}):
         rs = sorted((r for r in rows if r["prompts"] == p and r.get("shards", 1) == k), key=lambda r: r["samplers"])
         xs = [r["samplers"] for r in rs]
-        label = f"P={p:,}" + (f", {k} shards" if k > 1 else "")
-        axes[0].plot(xs, [r["items_per_s"] for r in rs], "o-" if k == 1 else "s--", label=label)
-        axes[1].plot(xs, [r["lease_p99_ms"] for r in rs], "o-" if k == 1 else "s--", label=label)
-        if k == 1:
-            axes[2].bar(f"{p:,}", max(r["bytes_per_prompt"] for r in rs))
+        style = dict(color=f"C{sizes.index(p)}", marker="o" if k == 1 else "s", ls="-" if k == 1 else "--",
+                     label=f"P={p:,}" + (f", {k} shards" if k > 1 else ""))
+        axes[0].plot(xs, [r["items_per_s"] for r in rs], **style)
+        axes[1].plot(xs, [r["lease_p99_ms"] for r in rs], **style)
+        if k == 1:  # the smallest step's row: the least in-flight state on top of the per-prompt cost
+            axes[2].bar(f"{p:,}", min(r["bytes_per_prompt"] for r in rs), color=f"C{sizes.index(p)}")
     axes[0].set(xscale="log", xlabel="simulated samplers", ylabel="work items / s", title="served")
     axes[1].set(xscale="log", xlabel="simulated samplers", ylabel="ms", title="lease latency p99")
     axes[1].axhline(50, color="gray", ls="--", lw=0.8)
-    axes[2].set(xlabel="prompts", ylabel="bytes", title="queue memory per prompt")
+    axes[2].set(yscale="log", xlabel="prompts", ylabel="bytes", title="queue memory per prompt (1 queue)")
     axes[2].axhline(1024, color="gray", ls="--", lw=0.8)
     axes[0].legend(fontsize=8)
     fig.tight_layout()
