@@ -1,0 +1,50 @@
+"""The PromptQueue freezes its long-lived state out of the cyclic garbage collector once it holds its
+prompts (at start and after a checkpoint load), and the queue still works and saves after it."""
+
+import asyncio
+import gc
+
+import pytest
+
+from ada_ray.actors.prompt_queue import PromptQueue
+from ada_ray.algo.types import Prompt, Sample
+from ada_ray.config import load_config, to_dict
+
+
+def _prompts(n):
+    return [Prompt(f"p{i}", f"q{i}", (1, 2, 3), str(i), "2x1") for i in range(n)]
+
+
+def _tracked(obj) -> bool:
+    """Whether a collection would walk `obj` (frozen objects are not in any generation)."""
+    return any(o is obj for o in gc.get_objects())
+
+
+@pytest.fixture
+def unfreeze():
+    yield
+    gc.unfreeze()
+
+
+def test_queue_state_is_frozen_at_start_and_after_a_load(unfreeze):
+    cfg = to_dict(load_config("ada_seq_balance", ["trainer.batch_prompts=4", "trainer.total_steps=10"]))
+    gc.unfreeze()
+    q = PromptQueue.__ray_actor_class__(_prompts(12), cfg)
+    assert gc.get_freeze_count() > 0
+    assert not _tracked(q.sched) and not _tracked(q.sched.estimator)
+
+    async def one_item_reported():
+        items = await q.lease("s0", 1)
+        [it] = items
+        samples = [Sample(it.prompt_id, [5, 2], [-0.1, -0.2], 1.0, it.version) for _ in range(it.num_samples)]
+        assert await q.report_many("s0", [(it.item_id, samples)]) == [True]
+        return await q.state_dict()
+
+    state = asyncio.run(one_item_reported())  # frozen state still changes and saves as before
+    gc.unfreeze()
+    fresh = PromptQueue.__ray_actor_class__(_prompts(12), cfg)
+    gc.unfreeze()
+    new_memory = _tracked(fresh.sched.estimator)
+    asyncio.run(fresh.load_state_dict(state))
+    assert new_memory and not _tracked(fresh.sched.estimator)
+    assert asyncio.run(fresh.accounting())["items_ok"]
