@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sys
 import time
 from pathlib import Path
 from typing import Optional
@@ -257,7 +258,6 @@ def driver_load(rows: int, folder: Path, mode: str = "table") -> dict:
     import json
     import shutil
     import subprocess
-    import sys
 
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -298,7 +298,8 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
     loads = [{"rows_asked": p, **driver_load(p, folder)} for p in p_list]
     for r in loads:
         print(f"driver: {r['rows']:,} rows streamed into a prompt table in {r['seconds']:.1f}s, RSS "
-              f"{r['rss_before_mb']:.0f} -> {r['rss_after_mb']:.0f} MB (peak {r['peak_rss_mb']:.0f})", flush=True)
+              f"{r['rss_before_mb']:.0f} -> {r['rss_after_mb']:.0f} MB (peak {r['peak_rss_mb']:.0f})",
+              file=sys.stderr, flush=True)
     if len(p_list) > 1 and max(p_list) >= 100_000:  # what the driver held before the table: a list of Prompts
         loads.append({"rows_asked": max(p_list), "mode": "list", **driver_load(max(p_list), folder, "list")})
     c = cl.connect(load_config("default", [f"trainer.ray_num_cpus={max(2, hosts + 1)}"]))
@@ -310,7 +311,7 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
                     rows.append(run_pair(s, p, folder=folder, duration_s=duration, service_ms=service_ms, hosts=hosts,
                                          max_items=max_items, batch=min(p, max(batch, prompts_per_sampler * s)),
                                          max_staleness=2, shards=k, seed=seed))
-                    print(format_row(rows[-1]), flush=True)
+                    print(format_row(rows[-1]), file=sys.stderr, flush=True)  # progress; the table goes to stdout
     finally:
         c.shutdown()
     result = {"params": {"duration_s": duration, "service_ms": service_ms, "hosts": hosts, "max_items": max_items,
