@@ -129,10 +129,10 @@ class WorkScheduler:
             self._open(self.next_cohort)
             self.next_cohort += 1
 
-    def _draw(self, co: Cohort) -> Optional[str]:
-        """The id of the next prompt for cohort `co`. A cohort never holds a prompt twice: across an
-        epoch boundary the same prompt can come up again; it is deferred to the next cohort."""
-        taken = set(co.admitted)
+    def _draw(self, taken: set[str]) -> Optional[str]:
+        """The id of the next prompt for a cohort that holds `taken` (the caller keeps that set: rebuilt
+        on every draw it made opening a cohort of B prompts cost O(B^2)). A cohort never holds a prompt
+        twice: across an epoch boundary the same prompt can come up again; it is deferred to the next cohort."""
         if len(taken) >= len(self.prompts):
             return None  # the cohort holds every prompt: the loop below would defer forever
         for i, pid in enumerate(self.deferred):
@@ -154,13 +154,15 @@ class WorkScheduler:
 
     def _open(self, index: int) -> None:
         co = Cohort(index)
-        while len(co.admitted) < self.batch_prompts:
-            pid = self._draw(co)
+        taken: set[str] = set()
+        ids: list[str] = []
+        while len(ids) < self.batch_prompts:
+            pid = self._draw(taken)
             if pid is None:
                 break
-            co.admitted.append(pid)
-        drawn = self.prompts.get_many(co.admitted)  # the cohort's prompts read whole, in one go
-        co.admitted = []
+            taken.add(pid)
+            ids.append(pid)
+        drawn = self.prompts.get_many(ids)  # the cohort's prompts read whole, in one go
         if not drawn:
             self.end_cohort = index
             return
@@ -273,7 +275,7 @@ class WorkScheduler:
         if self.strategy.should_replace(group):
             cap = math.ceil(self.algo.dapo_max_draws_factor * co.target)
             if co.draws < cap:
-                replacement = self._draw(co)
+                replacement = self._draw(set(co.admitted))
                 if replacement is not None:
                     group.dropped = True
                     co.dropped.append(group)
