@@ -212,7 +212,7 @@ class TrainerConfig:
     max_staleness: int = 2  # async: a sample is trained at most this many versions after its policy
     # PromptQueue shards (one actor each, prompts split by a hash of their id, each cohort B // K prompts
     # per shard, a coordinator merges them); > 1 when one queue actor cannot keep up with the samplers
-    # (~4k-8k work items/s a core). Per shard: prompt order, epochs (the smallest shard's data ends the
+    # (~8k-13k work items/s a core). Per shard: prompt order, epochs (the smallest shard's data ends the
     # run) and sync mode's round barrier; a checkpoint resumes only with the same value
     queue_shards: int = 1
     prompt_order: str = "sequential"  # new prompts per epoch: shuffled, hardest first, or weighted by 1/sqrt(p-hat)
