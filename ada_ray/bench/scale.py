@@ -17,7 +17,9 @@ Recorded per pair: work items served per second, lease and report latency p50/p9
 them; a lease's is its asking call, answered at once, the long polls are waits for work), the queue process's CPU share, its memory per prompt (RSS after loading P prompts minus RSS after
 loading one batch, over the difference in prompts), the driver's wait per cohort, and two checks:
 admission control (every trained sample came from a policy version >= cohort - max_staleness) and the
-accounting invariant after the queue stops.
+accounting invariant after the queue stops. Once per run: Ray's floor, the CPU a no-op async actor call
+costs the serving process (with 0 and 64 items as its argument), the part of the queue's cost per call
+that no queue code can remove.
 """
 
 from __future__ import annotations
@@ -125,6 +127,54 @@ class SimSamplers:
     def stats(self) -> dict:
         return {"served": self.served, "lease_s": self.lease_s, "report_s": self.report_s,
                 "empty_leases": self.empty_leases, "polls": self.polls}
+
+
+@ray.remote(num_cpus=0, max_concurrency=1000)
+class NoopQueue:
+    """An async actor whose report does nothing: what Ray's actor call costs the serving process."""
+
+    async def report_many(self, sampler_id: str, reports: list) -> list[bool]:
+        return [True] * len(reports)
+
+    async def cpu_s(self) -> float:
+        import psutil
+
+        c = psutil.Process().cpu_times()
+        return c.user + c.system
+
+
+@ray.remote(num_cpus=0)
+class NoopCaller:
+    async def call(self, target, concurrent: int, calls: int, items: int) -> float:
+        """`concurrent` callers each sending `calls` reports of `items` items x 8 samples; seconds taken."""
+        reports = [(i, [Sample("p", [7] * COMPLETION_TOKENS, [-0.5] * COMPLETION_TOKENS, 1.0, 0) for _ in range(8)])
+                   for i in range(items)]
+
+        async def one():
+            for _ in range(calls):
+                await target.report_many.remote("sim", reports)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(concurrent)))
+        return time.perf_counter() - t0
+
+
+def ray_call_floor(items_per_call: tuple[int, ...] = (0, 64), calls: int = 1200) -> list[dict]:
+    """The serving process's CPU per actor call of a method that does nothing, with 0 and with 64 items
+    (x 8 samples) as its argument: the part of the queue's cost per call that is Ray's, not the queue's."""
+    target, caller = NoopQueue.remote(), NoopCaller.remote()
+    try:
+        ray.get(caller.call.remote(target, 4, 20, 1), timeout=120)  # warm-up
+        out = []
+        for items in items_per_call:
+            c0 = ray.get(target.cpu_s.remote(), timeout=60)
+            seconds = ray.get(caller.call.remote(target, 8, calls // 8, items), timeout=600)
+            c1 = ray.get(target.cpu_s.remote(), timeout=60)
+            out.append({"items": items, "calls_per_s": calls / seconds, "server_cpu_us_per_call": 1e6 * (c1 - c0) / calls})
+        return out
+    finally:
+        ray.kill(target)
+        ray.kill(caller)
 
 
 def _queue_config(batch: int, max_staleness: int, overrides: Optional[list[str]] = None):
@@ -305,6 +355,9 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
     c = cl.connect(load_config("default", [f"trainer.ray_num_cpus={max(2, hosts + 1)}"]))
     rows = []
     try:
+        floor = ray_call_floor(calls=400 if smoke else 1200)
+        for f in floor:
+            print(format_floor(f), file=sys.stderr, flush=True)
         for p in p_list:
             for s in s_list:
                 for k in k_list:
@@ -317,7 +370,7 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
     result = {"params": {"duration_s": duration, "service_ms": service_ms, "hosts": hosts, "max_items": max_items,
                          "shards": k_list, "batch": batch, "prompts_per_sampler": prompts_per_sampler, "max_staleness": 2, "prompt_tokens": PROMPT_TOKENS,
                          "completion_tokens": COMPLETION_TOKENS, "algo": "ada_seq_balance"},
-              "rows": rows, "driver_load": loads}
+              "rows": rows, "driver_load": loads, "ray_call_floor": floor}
     write_result(out_dir, "scale", result)
     chart(out_dir / "scale.png", rows)
     return result
@@ -361,8 +414,13 @@ def format_row(r: dict) -> str:
             f"stale {r['stale_samples']}, accounting {'ok' if r['accounting_ok'] else 'BROKEN'}")
 
 
+def format_floor(f: dict) -> str:
+    return (f"Ray's floor: a no-op actor call with {f['items']} items costs the serving process "
+            f"{f['server_cpu_us_per_call']:.0f} us of CPU ({f['calls_per_s']:.0f} calls/s from 8 concurrent callers)")
+
+
 def format_table(result: dict) -> str:
-    lines = [format_row(r) for r in result["rows"]]
+    lines = [format_row(r) for r in result["rows"]] + [format_floor(f) for f in result.get("ray_call_floor", [])]
     lines += [f"driver ({r.get('mode', 'table')}): {r['rows']:,} rows in {r['seconds']:.1f}s, RSS {r['rss_before_mb']:.0f} -> "
               f"{r['rss_after_mb']:.0f} MB, peak {r['peak_rss_mb']:.0f} MB" for r in result.get("driver_load", [])]
     return "\n".join(lines)

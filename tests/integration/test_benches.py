@@ -141,4 +141,7 @@ def test_bench_scale_smoke(ray_cluster, tmp_path):
         assert r["accounting_ok"] and r["stale_samples"] == 0  # admission control and accounting hold
         assert 0 < r["lease_p50_ms"] <= r["lease_p99_ms"] and r["queue_cpu_share"] > 0
     assert d["driver_load"][0]["rows"] == 2000 and d["driver_load"][0]["peak_rss_mb"] > 0
+    # Ray's floor: a no-op call costs its server CPU, more with 64 items x 8 samples to unpickle
+    floor = {f["items"]: f["server_cpu_us_per_call"] for f in d["ray_call_floor"]}
+    assert set(floor) == {0, 64} and 0 < floor[0] < floor[64]
     assert (tmp_path / "scale.png").read_bytes()[:4] == b"\x89PNG"
