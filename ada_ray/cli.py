@@ -5,7 +5,8 @@ are dotted overrides (algo.n=8). Commands:
   train        run Reinforce-Ada / GRPO / DAPO training on Ray (driver: ada_ray.driver.trainer)
   warmstart    build (or reuse) the embedded base policy and report its pass-rate histogram
   eval         avg@k and pass@k on the eval split: `ada-ray eval CHECKPOINT [key=value ...]` (a training
-               checkpoint, a run's final/ folder, or any HF folder), or of model.path
+               checkpoint, a run's final/ folder, or any HF folder; a folder or a storage URI such as
+               s3://bucket/runs/x/checkpoints/step_100), or of model.path
   show-config  print the resolved config
   prepare-data the paper's data preparation: k samples per training prompt from model.path, keep the
                prompts in a pass-rate band (prepare.*), write them with their pass rates (resumable)
@@ -15,12 +16,13 @@ are dotted overrides (algo.n=8). Commands:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 from ada_ray.config import ConfigError, load_config, to_yaml
 from ada_ray.errors import AdaRayError
@@ -56,6 +58,39 @@ def checkpoint_config(path: Path) -> tuple[str, Optional[dict]]:
 
     raise ModelError(f"{path} is neither a training checkpoint (hf/ + trainer.json) nor a transformers "
                      "checkpoint folder (config.json)")
+
+
+@contextlib.contextmanager
+def fetched_checkpoint(location: str, staging_dir: Optional[str] = None) -> Iterator[Path]:
+    """A checkpoint at a storage URI as a local folder for `checkpoint_config`, removed when the block
+    ends: of a training checkpoint only the policy (hf/) and trainer.json come down, not the DeepSpeed
+    state; of any other folder (a run's final/) the folder, and its run's config.yaml beside it."""
+    import shutil
+    import tempfile
+    from urllib.parse import urlsplit, urlunsplit
+
+    from ada_ray import storage
+
+    storage.open_location(location, "the eval CHECKPOINT")  # an unknown scheme or unreachable store, by name
+    if not storage.is_dir(location):
+        from ada_ray.data.model_check import ModelError
+
+        raise ModelError(f"eval CHECKPOINT {location}: no such folder in that storage")
+    local = Path(tempfile.mkdtemp(prefix="eval-", dir=storage.staging_root(staging_dir)))
+    try:
+        u = urlsplit(str(location).rstrip("/"))
+        name = u.path.rsplit("/", 1)[-1] or "checkpoint"
+        if storage.is_dir(storage.join(location, "hf")) and storage.is_file(storage.join(location, "trainer.json")):
+            for part in ("hf", "trainer.json"):
+                storage.download(storage.join(location, part), local / name / part)
+        else:
+            storage.download(location, local / name)
+            run_config = urlunsplit(u._replace(path=u.path.rsplit("/", 1)[0] + "/config.yaml"))
+            if storage.is_file(run_config):
+                storage.download(run_config, local / "config.yaml")
+        yield local / name
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
 
 
 def cmd_show_config(cfg, args) -> int:
@@ -239,6 +274,11 @@ def main(argv: list[str] | None = None) -> int:
     config, overrides = _split_args(rest)
     args.config = config  # the preset or file named (an MLflow tag of the run)
     try:
+        if args.command == "eval" and "://" in config:
+            with fetched_checkpoint(config) as local:
+                model_dir, saved = checkpoint_config(local)
+                cfg = load_config(None, [f"model.path={model_dir}"] + overrides, base=saved)
+                return COMMANDS[args.command](cfg, args)
         if args.command == "eval" and config != "default" and Path(config).is_dir():
             model_dir, saved = checkpoint_config(Path(config))
             cfg = load_config(None, [f"model.path={model_dir}"] + overrides, base=saved)
