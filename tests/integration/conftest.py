@@ -83,14 +83,26 @@ def ray_cluster(model_path):
 
 
 STRAY = "ray::|raylet|gcs_server|mlflow server|mlflow.server"
+# every process the tests start inherits this mark in its environment (Ray's daemons and workers, MLflow
+# servers, jobs): the stray check counts only those, not another Ray cluster running on the machine
+SESSION_MARK = "ADA_RAY_TEST_SESSION"
 
 
-def _procs(pattern: str) -> dict[int, str]:
+def _ours(pid: int, mark: str) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).environ().get(SESSION_MARK) == mark
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return False
+
+
+def _procs(pattern: str, mark: str) -> dict[int, str]:
     out = subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True).stdout
     procs = {}
     for line in out.splitlines():
         pid, _, cmd = line.partition(" ")
-        if int(pid) != os.getpid():
+        if int(pid) != os.getpid() and _ours(int(pid), mark):
             procs[int(pid)] = cmd[:200]
     return procs
 
@@ -98,14 +110,14 @@ def _procs(pattern: str) -> dict[int, str]:
 @pytest.fixture(scope="session", autouse=True)
 def no_stray_processes():
     """After the integration tests, no Ray, vLLM (inside Ray actors) or MLflow process they started
-    may remain (processes that were there before the session are not ours)."""
-    before = set(_procs(STRAY))
-    yield
-    import time
+    may remain (processes without this session's mark, e.g. another Ray cluster, are not ours)."""
+    import uuid
 
+    mark = os.environ[SESSION_MARK] = uuid.uuid4().hex
+    yield
     deadline = time.time() + 30
     while True:
-        left = {p: c for p, c in _procs(STRAY).items() if p not in before}
+        left = _procs(STRAY, mark)
         if not left or time.time() > deadline:
             break
         time.sleep(1)
