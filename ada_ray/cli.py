@@ -65,7 +65,6 @@ def fetched_checkpoint(location: str, staging_dir: Optional[str] = None) -> Iter
     """A checkpoint at a storage URI as a local folder for `checkpoint_config`, removed when the block
     ends: of a training checkpoint only the policy (hf/) and trainer.json come down, not the DeepSpeed
     state; of any other folder (a run's final/) the folder, and its run's config.yaml beside it."""
-    import shutil
     import tempfile
     from urllib.parse import urlsplit, urlunsplit
 
@@ -76,8 +75,8 @@ def fetched_checkpoint(location: str, staging_dir: Optional[str] = None) -> Iter
         from ada_ray.data.model_check import ModelError
 
         raise ModelError(f"eval CHECKPOINT {location}: no such folder in that storage")
-    local = Path(tempfile.mkdtemp(prefix="eval-", dir=storage.staging_root(staging_dir)))
-    try:
+    with tempfile.TemporaryDirectory(prefix="eval-", dir=storage.staging_root(staging_dir)) as tmp:
+        local = Path(tmp)
         u = urlsplit(str(location).rstrip("/"))
         name = u.path.rsplit("/", 1)[-1] or "checkpoint"
         if storage.is_dir(storage.join(location, "hf")) and storage.is_file(storage.join(location, "trainer.json")):
@@ -89,8 +88,6 @@ def fetched_checkpoint(location: str, staging_dir: Optional[str] = None) -> Iter
             if storage.is_file(run_config):
                 storage.download(run_config, local / "config.yaml")
         yield local / name
-    finally:
-        shutil.rmtree(local, ignore_errors=True)
 
 
 def cmd_show_config(cfg, args) -> int:
@@ -274,16 +271,14 @@ def main(argv: list[str] | None = None) -> int:
     config, overrides = _split_args(rest)
     args.config = config  # the preset or file named (an MLflow tag of the run)
     try:
-        if args.command == "eval" and "://" in config:
-            with fetched_checkpoint(config) as local:
+        is_uri = "://" in config
+        if args.command == "eval" and (is_uri or (config != "default" and Path(config).is_dir())):
+            # a checkpoint (a folder, or a storage URI fetched for the length of the eval) and its config
+            with (fetched_checkpoint(config) if is_uri else contextlib.nullcontext(Path(config))) as local:
                 model_dir, saved = checkpoint_config(local)
                 cfg = load_config(None, [f"model.path={model_dir}"] + overrides, base=saved)
                 return COMMANDS[args.command](cfg, args)
-        if args.command == "eval" and config != "default" and Path(config).is_dir():
-            model_dir, saved = checkpoint_config(Path(config))
-            cfg = load_config(None, [f"model.path={model_dir}"] + overrides, base=saved)
-        else:
-            cfg = load_config(config, overrides)
+        cfg = load_config(config, overrides)
         return COMMANDS[args.command](cfg, args)
     except AdaRayError as exc:  # a mistake or failure its message explains; anything else is a bug
         print(f"ada-ray: {exc}", file=sys.stderr)

@@ -29,13 +29,12 @@ from ada_ray.algo.types import Signal
 from ada_ray.config import from_dict
 
 
-def settle_heap() -> int:
+def settle_heap() -> None:
     """Collect garbage once, then move every object alive now out of the cyclic collector's reach
     (gc.freeze): the queue's long-lived state is never walked again by a collection. Reference counting
-    still frees what is dropped later. Returns the number of objects frozen so far."""
+    still frees what is dropped later."""
     gc.collect()
     gc.freeze()
-    return gc.get_freeze_count()
 
 
 @ray.remote
