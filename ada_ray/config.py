@@ -22,8 +22,8 @@ from ada_ray.algo.defaults import effective_k_neg, effective_k_pos
 from ada_ray.errors import InputError
 from ada_ray.levels import HELD_OUT_PER_LEVEL, parse_level
 
-ALGORITHMS = ("grpo", "dapo", "ada_seq_pos", "ada_seq_balance", "ada_est")
-ADA_SEQ = ("ada_seq_pos", "ada_seq_balance")
+ALGORITHMS = ("grpo", "dapo", "ada_seq_pos", "ada_seq_balance", "ada_est", "ada_budget")
+ADA_SEQ = ("ada_seq_pos", "ada_seq_balance", "ada_budget")
 
 
 class ConfigError(InputError, ValueError):
@@ -135,6 +135,13 @@ class AlgoConfig:
     est_n_max: int = 32  # ada_est: most samples per prompt
     est_residual_weight: bool = True  # ada_est: advantage x 1/sqrt(mean reward)
     dapo_max_draws_factor: float = 3.0  # dapo: at most this x batch prompts drawn per step
+    # ada_budget (algo/budget.py): rounds sized from the prompt's pass-rate posterior Beta(N_pos + a0,
+    # N - N_pos + b0) with the memory's decayed counts; a prompt with no history gets samples_per_round
+    budget_prior: list[float] = field(default_factory=lambda: [1.0, 1.0])  # ada_budget: the posterior's prior [a0, b0]
+    settle_target: float = 0.5  # ada_budget: a round is the fewest samples that fire the exit rule with this probability
+    budget_max_samples: int = 12  # ada_budget: most samples a prompt gets in one step (all its rounds)
+    park_below: float = 0.25  # ada_budget: P(rule fires within budget_max_samples) below this parks a prompt
+    explore_floor: float = 0.1  # ada_budget: probability a parked prompt is drawn anyway when its turn comes
     clip_low: float = 0.2  # PPO ratio clip below 1
     clip_high: float = 0.28  # PPO ratio clip above 1 (asymmetric, "clip-higher")
     dual_clip_c: Optional[float] = 10.0  # dual clip for negative advantages (null: off)
@@ -483,8 +490,8 @@ def _validate_algo(a: AlgoConfig) -> None:
     _positive("algo.n", a.n)
     if a.name in ("grpo", "dapo") and a.n < 2:
         raise _err("algo.n", f">= 2 for {a.name} (a group of one has no baseline)", a.n)
-    if a.name == "ada_seq_balance" and a.n < 2:
-        raise _err("algo.n", ">= 2 for ada_seq_balance (it keeps n/2 positives and n/2 negatives)", a.n)
+    if a.name in ("ada_seq_balance", "ada_budget") and a.n < 2:
+        raise _err("algo.n", f">= 2 for {a.name} (it keeps n/2 positives and n/2 negatives)", a.n)
     if a.samples_per_round < 1:
         raise _err("algo.samples_per_round", ">= 1", a.samples_per_round)
     if a.max_rounds < 1:
@@ -518,6 +525,23 @@ def _validate_ada_seq(a: AlgoConfig) -> None:
         )
     if a.name == "ada_seq_pos" and kp < 1:
         raise _err("algo.k_pos", ">= 1 for ada_seq_pos", kp)
+    if a.name == "ada_budget":
+        _validate_ada_budget(a, kp + kn)
+
+
+def _validate_ada_budget(a: AlgoConfig, k_total: int) -> None:
+    """ada_budget: the per-prompt cap reaches n and K_pos + K_neg; probabilities in range; a prior > 0."""
+    if a.budget_max_samples < max(a.n, k_total):
+        raise _err("algo.budget_max_samples", f">= algo.n and >= algo.k_pos + algo.k_neg ({max(a.n, k_total)})",
+                   a.budget_max_samples)
+    if not 0.0 < a.settle_target < 1.0:
+        raise _err("algo.settle_target", "in (0, 1)", a.settle_target)
+    if not 0.0 <= a.park_below < 1.0:
+        raise _err("algo.park_below", "in [0, 1)", a.park_below)
+    if not 0.0 < a.explore_floor <= 1.0:
+        raise _err("algo.explore_floor", "in (0, 1] (0 would park a prompt for good)", a.explore_floor)
+    if len(a.budget_prior) != 2 or not all(x > 0 for x in a.budget_prior):
+        raise _err("algo.budget_prior", "two numbers > 0 ([a0, b0] of the Beta prior)", list(a.budget_prior))
 
 
 def _validate_ada_est(a: AlgoConfig) -> None:

@@ -2,7 +2,8 @@
 
 fixed   - one round of exactly n samples (grpo, dapo, ada_est's allocated round);
 pos     - |pos| >= K_pos (Reinforce-Ada-Seq-pos, default K_pos = 1);
-balance - |pos| >= K_pos and |neg| >= K_neg (Seq-balance, defaults floor(n/2) and n - floor(n/2)).
+balance - |pos| >= K_pos and |neg| >= K_neg (Seq-balance and ada_budget, defaults floor(n/2) and
+          n - floor(n/2)).
 A rule also needs the pool to hold at least n samples, so the kept group has exactly n (a no-op
 when samples_per_round >= n, as in the paper). The round cap ends every prompt after R rounds.
 
@@ -57,7 +58,7 @@ class ExitRule:
 def exit_rule_for(algo: AlgoConfig) -> ExitRule:
     if algo.name == "ada_seq_pos":
         return ExitRule("pos", algo.n, effective_k_pos(algo), 0, algo.max_rounds)
-    if algo.name == "ada_seq_balance":
+    if algo.name in ("ada_seq_balance", "ada_budget"):
         return ExitRule("balance", algo.n, effective_k_pos(algo), effective_k_neg(algo), algo.max_rounds)
     # grpo / dapo / ada_est: a single round whose size is decided up front
     return ExitRule("fixed", 1, 0, 0, 1)

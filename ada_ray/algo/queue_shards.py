@@ -109,13 +109,13 @@ def shard_estimator_state(state: Optional[dict], shard: int, shards: int) -> Opt
 
 def merge_cohorts(index: int, parts: Sequence[CohortResult]) -> CohortResult:
     """Every shard's cohort `index` as one: groups and dropped groups in shard order, draws and
-    samples summed, the DAPO cap hit when any shard hit it."""
+    samples and skips summed, the DAPO cap hit when any shard hit it."""
     for p in parts:
         if p.index != index:
             raise ValueError(f"a shard answered cohort {p.index} for cohort {index}")
     return CohortResult(index, [g for p in parts for g in p.groups], [g for p in parts for g in p.dropped],
                         sum(p.draws for p in parts), any(p.dapo_cap_hit for p in parts),
-                        sum(p.samples_generated for p in parts))
+                        sum(p.samples_generated for p in parts), sum(p.skipped for p in parts))
 
 
 def merge_wait(statuses: Sequence[Signal]) -> Signal:

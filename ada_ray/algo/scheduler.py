@@ -56,6 +56,7 @@ class CohortResult:
     draws: int
     dapo_cap_hit: bool
     samples_generated: int
+    skipped: int = 0  # prompts passed over at the draw (ada_budget: parked)
 
 
 class SchedulerError(RuntimeError):
@@ -129,10 +130,12 @@ class WorkScheduler:
             self._open(self.next_cohort)
             self.next_cohort += 1
 
-    def _draw(self, taken: set[str]) -> Optional[str]:
-        """The id of the next prompt for a cohort that holds `taken` (the caller keeps that set: rebuilt
+    def _draw(self, co: Cohort, taken: set[str]) -> Optional[str]:
+        """The id of the next prompt for cohort `co`, which holds `taken` (the caller keeps that set: rebuilt
         on every draw it made opening a cohort of B prompts cost O(B^2)). A cohort never holds a prompt
-        twice: across an epoch boundary the same prompt can come up again; it is deferred to the next cohort."""
+        twice: across an epoch boundary the same prompt can come up again; it is deferred to the next cohort.
+        A prompt the strategy does not admit (ada_budget: parked) is passed over for this cohort; after a
+        whole dataset's worth of them in a row the next one is taken anyway, so a draw always ends."""
         if len(taken) >= len(self.prompts):
             return None  # the cohort holds every prompt: the loop below would defer forever
         for i, pid in enumerate(self.deferred):
@@ -140,6 +143,7 @@ class WorkScheduler:
                 del self.deferred[i]
                 self.prompt_counts.prompts_drawn += 1
                 return pid
+        passed = 0
         while not self.data_exhausted:
             nxt = self.order.next(self.estimator)
             if nxt is None:
@@ -147,6 +151,10 @@ class WorkScheduler:
                 break
             if nxt[0] in taken:
                 self.deferred.append(nxt[0])
+                continue
+            if passed < len(self.prompts) and not self.strategy.admits(nxt[0], self.estimator, self.seed, co.index):
+                passed += 1
+                co.skipped += 1
                 continue
             self.prompt_counts.prompts_drawn += 1
             return nxt[0]
@@ -157,7 +165,7 @@ class WorkScheduler:
         taken: set[str] = set()
         ids: list[str] = []
         while len(ids) < self.batch_prompts:
-            pid = self._draw(taken)
+            pid = self._draw(co, taken)
             if pid is None:
                 break
             taken.add(pid)
@@ -252,7 +260,7 @@ class WorkScheduler:
         co.running_items -= 1
         st = self.inflight[(item.cohort, item.prompt_id)]
         st.add_round(samples)
-        k = self.strategy.next_round_size(st)
+        k = self.strategy.next_round_size(st, self.estimator)
         if k is not None:
             nxt = self._new_item(st.prompt, item.cohort, st.rounds_done, k)
             co.running_items += 1
@@ -275,7 +283,7 @@ class WorkScheduler:
         if self.strategy.should_replace(group):
             cap = math.ceil(self.algo.dapo_max_draws_factor * co.target)
             if co.draws < cap:
-                replacement = self._draw(set(co.admitted))
+                replacement = self._draw(co, set(co.admitted))
                 if replacement is not None:
                     group.dropped = True
                     co.dropped.append(group)
@@ -310,7 +318,7 @@ class WorkScheduler:
         self.first_untaken += 1
         groups = [co.groups[pid] for pid in co.admitted if pid in co.groups]
         self.prompt_counts.prompts_trained += len(groups)
-        return CohortResult(index, groups, co.dropped, co.draws, co.cap_hit, co.samples)
+        return CohortResult(index, groups, co.dropped, co.draws, co.cap_hit, co.samples, co.skipped)
 
     # ------------------------------------------------------------------------------------------
     # end of run, accounting, checkpoint

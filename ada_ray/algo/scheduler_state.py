@@ -35,6 +35,7 @@ class Cohort:
     cap_hit: bool = False
     samples: int = 0
     running_items: int = 0  # items pending or leased (for the round barrier); not saved
+    skipped: int = 0  # prompts the data cursor passed over (ada_budget's parked prompts); a metric, not saved
     held: list[WorkItem] = field(default_factory=list)  # next-round items waiting at the barrier
 
     @property

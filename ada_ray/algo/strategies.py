@@ -11,6 +11,8 @@ dapo            like grpo; zero-signal groups are dropped and replaced (the sche
 ada_seq_pos     rounds of M until |pos| >= K_pos or R rounds; balanced downsample; pool baseline
 ada_seq_balance rounds of M until |pos| >= K_pos and |neg| >= K_neg or R rounds; same
 ada_est         one round of n_i ~ w(p_hat_i) (exact total over the cohort); all samples trained
+ada_budget      Seq-balance's exit rule and downsampling, rounds sized from the prompt's posterior
+                (budget.py): settle in one round, at most a top-up, hopeless prompts parked at the draw
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
 from ada_ray.algo.advantages import est_advantages, group_advantages, is_zero_signal, pool_advantages
+from ada_ray.algo import budget
 from ada_ray.algo.allocation import allocate
 from ada_ray.algo.defaults import effective_norm_adv_by_std
 from ada_ray.algo.downsample import balanced_downsample, unfinished_downsample
@@ -74,8 +77,13 @@ class Strategy:
     def first_round_sizes(self, prompts: list[Prompt], estimator: PassRateEstimator) -> list[int]:
         return [self.algo.n] * len(prompts)
 
-    def next_round_size(self, st: PromptState) -> Optional[int]:
+    def next_round_size(self, st: PromptState, estimator: PassRateEstimator) -> Optional[int]:
         return None
+
+    def admits(self, prompt_id: str, estimator: PassRateEstimator, seed: int, cohort: int) -> bool:
+        """False: the data cursor passes this prompt over for this cohort (ada_budget parks prompts
+        whose posterior says no pair is within reach)."""
+        return True
 
     def exit_fired(self, st: PromptState) -> bool:
         return True
@@ -120,7 +128,7 @@ class AdaSeq(Strategy):
     def exit_fired(self, st: PromptState) -> bool:
         return self.rule.satisfied(len(st.pos), len(st.neg))
 
-    def next_round_size(self, st: PromptState) -> Optional[int]:
+    def next_round_size(self, st: PromptState, estimator: PassRateEstimator) -> Optional[int]:
         if self.rule.done(len(st.pos), len(st.neg), st.rounds_done):
             return None
         return self.algo.samples_per_round
@@ -134,6 +142,48 @@ class AdaSeq(Strategy):
                               norm_by_std=effective_norm_adv_by_std(self.algo),
                               inverse_p_weight=self.algo.inverse_p_weight)
         return self._group(st, kept, adv)
+
+
+class AdaBudget(AdaSeq):
+    """Seq-balance whose rounds are sized from the prompt's pass-rate posterior (budget.py): a first
+    round that settles it with probability >= settle_target, a top-up only while a pair is within
+    reach of the cap, and prompts with no pair within reach parked at the draw (explore_floor)."""
+
+    def _posterior(self, estimator: PassRateEstimator, prompt_id: str, pos: int, neg: int) -> tuple[float, float]:
+        counts = estimator.stats.get(prompt_id, (0.0, 0.0))
+        return budget.posterior(counts, pos, neg, tuple(self.algo.budget_prior))
+
+    def _need(self, pos: int, neg: int) -> tuple[int, int, int]:
+        return budget.needs(self.rule.k_pos, self.rule.k_neg, self.algo.n, pos, neg)
+
+    def first_round_sizes(self, prompts: list[Prompt], estimator: PassRateEstimator) -> list[int]:
+        a = self.algo
+        out = []
+        for p in prompts:
+            if not estimator.seen(p.prompt_id):  # no history: the paper's round of M
+                out.append(min(a.samples_per_round, a.budget_max_samples))
+                continue
+            post = self._posterior(estimator, p.prompt_id, 0, 0)
+            out.append(budget.round_size(*post, self._need(0, 0), a.n, a.budget_max_samples, a.settle_target))
+        return out
+
+    def next_round_size(self, st: PromptState, estimator: PassRateEstimator) -> Optional[int]:
+        if self.rule.done(len(st.pos), len(st.neg), st.rounds_done):
+            return None
+        left = self.algo.budget_max_samples - st.pool_size
+        post = self._posterior(estimator, st.prompt.prompt_id, len(st.pos), len(st.neg))
+        need = self._need(len(st.pos), len(st.neg))
+        if budget.hopeless(*post, need, left, self.algo.park_below):
+            return None
+        return budget.round_size(*post, need, 1, left, self.algo.settle_target)
+
+    def admits(self, prompt_id: str, estimator: PassRateEstimator, seed: int, cohort: int) -> bool:
+        if not estimator.seen(prompt_id):
+            return True
+        post = self._posterior(estimator, prompt_id, 0, 0)
+        if not budget.hopeless(*post, self._need(0, 0), self.algo.budget_max_samples, self.algo.park_below):
+            return True
+        return budget.explores(seed, prompt_id, cohort, self.algo.explore_floor)
 
 
 class AdaEst(Strategy):
@@ -159,6 +209,7 @@ STRATEGIES: dict[str, type[Strategy]] = {
     "ada_seq_pos": AdaSeq,
     "ada_seq_balance": AdaSeq,
     "ada_est": AdaEst,
+    "ada_budget": AdaBudget,
 }
 
 

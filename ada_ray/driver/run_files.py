@@ -51,10 +51,15 @@ class RunFiles:
         truncate_logs(self.dir, step)
 
     def record_trained(self, step: int, cohort) -> None:
-        """Audit line: the prompts step `step` trains on and those DAPO dropped."""
+        """Audit line: the prompts step `step` trains on and those DAPO dropped; per trained prompt its
+        pool size, pool positives, rounds and whether the exit rule fired (where the samples went)."""
         assert self._trained is not None, "RunFiles used outside its `with` block"
-        self._trained.write(json.dumps({"step": step, "prompts": [g.prompt_id for g in cohort.groups],
-                                        "dropped": [g.prompt_id for g in cohort.dropped]}) + "\n")
+        gs = cohort.groups
+        self._trained.write(json.dumps({"step": step, "prompts": [g.prompt_id for g in gs],
+                                        "dropped": [g.prompt_id for g in cohort.dropped],
+                                        "pool": [g.pool_size for g in gs], "pos": [g.pool_positives for g in gs],
+                                        "rounds": [g.rounds for g in gs], "fired": [g.exit_fired for g in gs],
+                                        "skipped": getattr(cohort, "skipped", 0)}) + "\n")
         self._trained.flush()
 
     def record_eval(self, step: int, prompts: list, result) -> None:

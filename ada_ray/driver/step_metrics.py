@@ -29,6 +29,10 @@ def cohort_metrics(res: CohortResult, step: int, max_rounds: int) -> dict[str, f
         "train/round0_reward": _mean(round0),
         "train/kept_reward": _mean(kept),
         "train/zero_signal_share": _mean([1.0 if g.zero_signal else 0.0 for g in groups]),
+        # the waste to drive down: the share of the step's samples drawn for prompts that ended with no signal
+        "train/no_signal_sample_share": no_signal_sample_share(everything),
+        "train/prompts_skipped": float(getattr(res, "skipped", 0)),
+        "train/first_round_samples": _mean([float(len(g.round0_rewards)) for g in everything]),
         "train/groups": float(len(groups)),
         "train/samples_generated": float(res.samples_generated),
         "train/samples_trained": float(len(kept)),
@@ -54,6 +58,12 @@ def cohort_metrics(res: CohortResult, step: int, max_rounds: int) -> dict[str, f
     for d, rs in by.items():
         m[f"train/round0_reward/{d}"] = _mean(rs)
     return m
+
+
+def no_signal_sample_share(groups) -> float:
+    """Samples drawn for groups with no signal (all kept rewards equal) over all samples drawn."""
+    total = sum(g.pool_size for g in groups)
+    return sum(g.pool_size for g in groups if g.zero_signal) / total if total else 0.0
 
 
 def pool_pass_rates(res: CohortResult) -> list[float]:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ada_ray.algo.strategies import DAPO, GRPO, STRATEGIES, AdaEst, AdaSeq, PromptState, make_strategy
+from ada_ray.algo.strategies import AdaBudget, DAPO, GRPO, STRATEGIES, AdaEst, AdaSeq, PromptState, make_strategy
 from ada_ray.algo.types import Prompt, Sample
 from ada_ray.config import AlgoConfig
 from tests.algo.test_scheduler import make, samples_for
@@ -15,7 +15,8 @@ def finished_group(strategy, rewards):
 
 
 def test_every_name_builds_its_class():
-    expected = {"grpo": GRPO, "dapo": DAPO, "ada_seq_pos": AdaSeq, "ada_seq_balance": AdaSeq, "ada_est": AdaEst}
+    expected = {"grpo": GRPO, "dapo": DAPO, "ada_seq_pos": AdaSeq, "ada_seq_balance": AdaSeq, "ada_est": AdaEst,
+                "ada_budget": AdaBudget}
     assert STRATEGIES == expected
     for name, cls in expected.items():
         s = make_strategy(AlgoConfig(name=name))
