@@ -200,7 +200,7 @@ BENCH_PARAMS = {"steps": int, "skip": int, "out": str, "smoke": lambda v: v.lowe
                 "receivers": int, "big_mb": float, "repeats": int, "seeds": int, "budget": int, "hog": int,
                 "interval": float, "batch": int, "eval_every": int, "methods": str, "samplers": str, "prompts": str,
                 "duration": float, "service_ms": float, "hosts": int, "max_items": int, "prompts_per_sampler": int,
-                "shards": str}
+                "shards": str, "seed0": int, "grpo_factor": float, "n16_seeds": int}
 
 
 def cmd_bench(argv: list[str]) -> int:
@@ -208,7 +208,8 @@ def cmd_bench(argv: list[str]) -> int:
     import importlib
 
     names = {"sync": "weight_sync", "system": "system", "queue": "queue", "sampler": "sampler", "algo": "algos",
-             "soak": "soak", "paper": "paper", "gpu": "gpu", "scale": "scale"}
+             "soak": "soak", "paper": "paper", "gpu": "gpu", "scale": "scale",
+             "budget": "budget", "levers": "levers"}
     if not argv or argv[0] not in names:
         print(f"ada-ray bench: expected one of {', '.join(names)}", file=sys.stderr)
         return 2

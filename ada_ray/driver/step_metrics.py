@@ -90,7 +90,8 @@ def sampler_deltas(prev: list[dict], cur: list[dict]) -> dict[str, float]:
     upd = sum(c["update_s"] - p["update_s"] for p, c in zip(prev, cur))
     tokens = sum(c["tokens"] - p["tokens"] for p, c in zip(prev, cur))
     total = busy + idle + upd
-    return {"sampler/idle_ratio": idle / total if total > 0 else 0.0, "sampler/tokens": float(tokens)}
+    return {"sampler/idle_ratio": idle / total if total > 0 else 0.0, "sampler/tokens": float(tokens),
+            "sampler/busy_s": busy, "sampler/idle_s": idle}
 
 
 class SystemMeter:
