@@ -238,7 +238,7 @@ class TrainerConfig:
     run_name: Optional[str] = None  # run directory name (default: time + algorithm); fix it to resume
     seed: int = 0  # seeds work items (sampling), data order and evaluation
     ray_address: Optional[str] = None  # default: $RAY_ADDRESS, else a local cluster on 127.0.0.1
-    ray_num_cpus: Optional[int] = None  # logical CPUs of a local cluster (default: enough for all actors)
+    ray_num_cpus: Optional[int] = None  # logical CPUs of a local cluster (default: the machine's cores; more runs oversubscribed)
     progress: str = "auto"  # progress display (auto: rich on a terminal, plain lines otherwise)
 
 

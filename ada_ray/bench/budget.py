@@ -168,6 +168,15 @@ def _bucket_means(rs: dict[int, dict], seeds: list[int]) -> dict:
     return out
 
 
+def rates_path(work: Path, data_overrides: list[str]) -> Path:
+    """Where the base pass rates for these data settings are cached (one file per setting)."""
+    if not data_overrides:
+        return work / "base_train_rates.json"
+    import hashlib
+
+    return work / f"base_train_rates_{hashlib.sha1(json.dumps(data_overrides).encode()).hexdigest()[:10]}.json"
+
+
 def base_train_rates(overrides: list[str], out: Path, k: int = 16) -> dict:
     """The base policy's pass@k on every training prompt, in a child process (its vLLM engine must not
     live in this one while the runs use Ray); cached in `out`."""
@@ -203,8 +212,8 @@ def run(steps: int = 300, batch: int = 64, seeds: int = 5, seed0: int = 11, eval
     default_name = load_config(DEFAULT_PRESET, overrides).algo.name
     work = out_dir / "budget_runs"
     work.mkdir(parents=True, exist_ok=True)
-    data_ov = [o for o in overrides if o.startswith("data.") or o.startswith("model.")]
-    rates = base_train_rates(data_ov, work / "base_train_rates.json")
+    data_ov = [o for o in overrides if (o.startswith("data.") or o.startswith("model.")) and "eval_per_level" not in o]
+    rates = base_train_rates(data_ov, rates_path(work, data_ov))
     base_rate = {i: c / rates["k"] for i, c in zip(rates["ids"], rates["correct"])}
     signature = {"steps": steps, "batch": batch, "eval_every": eval_every, "grpo_factor": grpo_factor, "overrides": overrides}
     runs: dict[str, dict[int, dict]] = {}

@@ -70,7 +70,7 @@ def replay(rates: dict[str, float], name: str, overrides: dict, steps: int, batc
 
 def run(steps: int = 300, batch: int = 64, seeds: int = 3, out_dir: Path = Path("results"), smoke: bool = False,
         overrides: Optional[list[str]] = None) -> dict:
-    from ada_ray.bench.budget import base_train_rates
+    from ada_ray.bench.budget import base_train_rates, rates_path
 
     overrides = list(overrides or [])
     if smoke:
@@ -78,9 +78,8 @@ def run(steps: int = 300, batch: int = 64, seeds: int = 3, out_dir: Path = Path(
         overrides = ["data.train_per_level=24", *overrides]
     work = out_dir / "budget_runs"
     work.mkdir(parents=True, exist_ok=True)
-    data_ov = [o for o in overrides if o.startswith("data.") or o.startswith("model.")]
-    cache = work / ("base_train_rates.json" if not data_ov else f"base_train_rates_{abs(hash(tuple(data_ov)))}.json")
-    r = base_train_rates(data_ov, cache)
+    data_ov = [o for o in overrides if (o.startswith("data.") or o.startswith("model.")) and "eval_per_level" not in o]
+    r = base_train_rates(data_ov, rates_path(work, data_ov))
     rates = {i: c / r["k"] for i, c in zip(r["ids"], r["correct"])}
     rows = []
     for label, name, ov in LEVERS:

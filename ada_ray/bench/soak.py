@@ -154,7 +154,7 @@ def run(steps: int = 300, out_dir: Path = Path("results"), smoke: bool = False, 
     work = out_dir / "soak_run"
     shutil.rmtree(work, ignore_errors=True)
     ov = [f"trainer.total_steps={steps}", "trainer.eval_every=0", "trainer.final_eval=false",
-          "sampler.num_samplers=2", f"trainer.batch_prompts={BATCH_PROMPTS}", f"trainer.output_dir={work}",
+          "sampler.num_samplers=2", "trainer.ray_num_cpus=3", f"trainer.batch_prompts={BATCH_PROMPTS}", f"trainer.output_dir={work}",
           "trainer.run_name=soak", "tracking.enabled=false", "trainer.progress=plain", "trainer.save_every=0"] + list(overrides or [])
     cfg = load_config("ada_seq_balance", ov)
     watcher = RssSampler(interval)

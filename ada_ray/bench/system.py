@@ -26,7 +26,7 @@ ROWS = [
     ("ada_seq_balance_async", "ada_seq_balance", {}),
     ("grpo_sync", "grpo", {"trainer.mode": "sync"}),
     ("ada_seq_balance_sync", "ada_seq_balance", {"trainer.mode": "sync"}),
-    ("ada_seq_balance_async_S2", "ada_seq_balance", {"sampler.num_samplers": 2}),
+    ("ada_seq_balance_async_S2", "ada_seq_balance", {"sampler.num_samplers": 2, "trainer.ray_num_cpus": 3}),
 ]
 
 KEYS = {"time/step": "step_s", "time/wait": "wait_s", "time/train": "train_s", "time/sync": "sync_s",

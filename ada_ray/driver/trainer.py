@@ -47,6 +47,7 @@ def train(cfg: AdaRayConfig, log=print, config_name: Optional[str] = None) -> in
     from ada_ray.driver import cluster as cl
     from ada_ray.driver.runtime import Runtime
 
+    cl.refuse_unhostable(cfg)  # a local cluster has this machine's cores and memory, no more
     run = set_up(cfg, log, config_name)  # every input is checked before anything starts
     with RunFiles(run.run_dir) as files:
         cluster, live = None, LiveRuntime()

@@ -51,3 +51,29 @@ def test_custom_resources_pin_each_role_and_a_cluster_without_them_is_refused():
 def test_bad_custom_resources_are_config_errors(override, message):
     with pytest.raises(ConfigError, match=message):
         load_config("default", [override])
+
+
+def test_a_local_cluster_refuses_a_config_the_machine_cannot_host():
+    cfg = load_config("default", ["sampler.num_samplers=1000"])
+    with pytest.raises(cl.ResourceError) as err:
+        cl.check_local_host(cfg, cores=2, memory_gib=23.5)
+    msg = str(err.value)
+    assert "1001 CPUs (sampler.num_samplers x sampler.num_cpus = 1000 x 1 + learner.num_learners x " \
+           "learner.num_cpus = 1 x 1) but this machine has 2 cores" in msg
+    assert "trainer.ray_num_cpus=1001" in msg and "1800.5 GiB of memory" in msg and "23.5 GiB" in msg
+    cl.check_local_host(load_config("default"), cores=2, memory_gib=23.5)  # the default fits a 2-core machine
+    # oversubscribing on purpose: the CPU check is lifted, the memory floor still holds
+    cl.check_local_host(load_config("default", ["sampler.num_samplers=3", "trainer.ray_num_cpus=4"]), 2, 23.5)
+    with pytest.raises(cl.ResourceError, match="GiB of memory"):
+        cl.check_local_host(load_config("default", ["sampler.num_samplers=30", "trainer.ray_num_cpus=31"]), 2, 23.5)
+
+
+def test_train_refuses_an_unhostable_config_before_anything_starts(tmp_path, monkeypatch):
+    import ray
+
+    from ada_ray.cli import main
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("Ray must not start"))
+    rc = main(["train", "default", "sampler.num_samplers=1000", f"trainer.output_dir={tmp_path}", "tracking.enabled=false"])
+    assert rc == 2 and not any(tmp_path.iterdir())  # nothing written either

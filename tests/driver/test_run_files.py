@@ -35,3 +35,15 @@ def test_the_trained_log_appends_after_a_truncate_while_open(tmp_path):
     rows = [json.loads(x) for x in (tmp_path / "trained_prompts.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1, 2] and rows[2]["prompts"] == ["p2-0", "p2-1"]
     assert files.write_accounting({"issued": 3}).read_text().startswith("{")
+
+
+def test_the_trained_log_says_where_each_prompts_samples_went(tmp_path):
+    from tests.driver.fakes import cohort
+
+    from ada_ray.driver.run_files import RunFiles
+
+    with RunFiles(tmp_path) as files:
+        files.record_trained(0, cohort(0, prompts=2, samples_each=4))
+    row = json.loads((tmp_path / "trained_prompts.jsonl").read_text())
+    assert row["pool"] == [4, 4] and row["pos"] == [2, 2] and row["rounds"] == [1, 1]
+    assert row["fired"] == [True, True] and row["skipped"] == 0

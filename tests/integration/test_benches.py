@@ -145,3 +145,30 @@ def test_bench_scale_smoke(ray_cluster, tmp_path):
     floor = {f["items"]: f["server_cpu_us_per_call"] for f in d["ray_call_floor"]}
     assert set(floor) == {0, 64} and 0 < floor[0] < floor[64]
     assert (tmp_path / "scale.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_bench_budget_smoke_and_resume(ray_cluster, tmp_path):
+    from ada_ray.bench import budget, levers
+
+    d = budget.run(out_dir=tmp_path, smoke=True)
+    t = json.loads((tmp_path / "paper_budget_table.json").read_text())
+    assert t["default_method"] == "ada_budget" and t["steps"] == 4
+    assert set(t["methods"]) == {"grpo_n4", "ada_budget", "ada_seq_balance", "grpo_n16"}
+    for name, m in t["methods"].items():
+        for key in ("avg16", "avg16_equal_wall", "avg16_equal_samples", "wall_s_per_step", "samples"):
+            assert len(m[key]) == 1 and m[key][0] == m[key][0], (name, key)  # every curve reaches the common budgets
+        split = m["time_split_s_per_step"]
+        assert split["train"] > 0 and split["sampler_busy"] > 0
+        assert sum(b["prompts_per_step"] for b in m["buckets"].values()) == pytest.approx(t["batch"])
+    assert t["methods"]["grpo_n4"]["trained_steps"] == [6]  # x1.5 steps, read at 4 for equal steps
+    assert t["methods"]["grpo_n4"]["samples"] == [4 * t["batch"] * 4]
+    assert "equal_wall" in t["methods"]["ada_budget"]["vs_grpo_n4"]
+    assert (tmp_path / "paper_budget.png").read_bytes()[:4] == b"\x89PNG"
+    # a second call finds every run's summary and trains nothing
+    stamps = {p.name: p.stat().st_mtime for p in (tmp_path / "budget_runs").glob("*_s*.json")}
+    budget.run(out_dir=tmp_path, smoke=True)
+    assert stamps == {p.name: p.stat().st_mtime for p in (tmp_path / "budget_runs").glob("*_s*.json")}
+    assert "ada_budget" in budget.format_table(d)
+    lv = levers.run(out_dir=tmp_path, smoke=True)  # reuses the base pass rates measured above
+    assert [r["lever"] for r in lv["rows"]] == [x[0] for x in levers.LEVERS]
+    assert lv["rows"][0]["samples_per_prompt"] == 4.0
