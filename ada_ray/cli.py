@@ -168,7 +168,7 @@ def cmd_eval(cfg, args) -> int:
 
 
 def cmd_prepare_data(cfg, args) -> int:
-    from ada_ray.data.prepare import format_summary, prepare
+    from ada_ray.prepare_data import format_summary, prepare
     from ada_ray.data.warmstart import resolve_model_path
     from ada_ray.rewards import SafeScorer
 

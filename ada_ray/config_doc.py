@@ -1,4 +1,4 @@
-"""Writes docs/CONFIG.md, the config reference, from the schema in ada_ray/config.py (every key,
+"""Writes docs/CONFIG.md, the config reference, from the schema in ada_ray/config_schema.py (every key,
 its type, default and the comment beside it). `python -m ada_ray.config_doc` regenerates it; a test
 keeps the committed file in step with the schema."""
 
@@ -48,9 +48,9 @@ def _default(f: dataclasses.Field) -> str:
 
 def render() -> str:
     out = ["# Configuration reference", "",
-           "Generated from `ada_ray/config.py` by `python -m ada_ray.config_doc`. Set any key in a YAML preset",
+           "Generated from `ada_ray/config_schema.py` by `python -m ada_ray.config_doc`. Set any key in a YAML preset",
            "(`conf/`) or on the command line as `section.key=value`. Allowed values of choice keys are",
-           "checked before anything starts; so are the combinations listed in `ada_ray.config.validate`.", ""]
+           "checked before anything starts; so are the combinations listed in `ada_ray.config_checks.validate`.", ""]
     for name, cls in SECTIONS:
         out += [f"## `{name}`", "", "| key | type | default | meaning |", "| --- | --- | --- | --- |"]
         notes = _comments(cls)

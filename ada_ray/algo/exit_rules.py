@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ada_ray.algo.defaults import effective_k_neg, effective_k_pos
+from ada_ray.knob_defaults import effective_k_neg, effective_k_pos
 
 if TYPE_CHECKING:
     from ada_ray.config import AlgoConfig

@@ -5,21 +5,23 @@ counters `PromptCounts`), the dict form of a Sample, a Group, an in-flight promp
 the bodies of `WorkScheduler.state_dict` / `load_state_dict` (`save` / `restore`). The format is
 the queue.json every checkpoint holds: keys and their order are kept as they are, so an old
 queue.json loads (tests/algo/data/queue_states_before_split.json pins it). Leased work is saved as
-not yet done; the scheduler queues the saved work again on load. Pure, no Ray.
+not yet done; the scheduler queues the saved work again on load. Pure, no Ray. `save` / `restore`
+read and set the scheduler's fields through the `SavedScheduler` Protocol, so this module does not
+import scheduler.py (which imports it).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Optional, Protocol
 
+from ada_ray.algo.estimator import PassRateEstimator
 from ada_ray.algo.leases import ItemCounts, LeaseTable
+from ada_ray.algo.prompt_order import PromptOrder
+from ada_ray.algo.prompt_source import PromptSource
 from ada_ray.algo.strategies import PromptState
 from ada_ray.algo.types import Group, Prompt, Sample, WorkItem
-
-if TYPE_CHECKING:
-    from ada_ray.algo.scheduler import WorkScheduler
 
 
 @dataclass
@@ -113,7 +115,29 @@ def accounting_from_dict(d: dict) -> tuple[ItemCounts, PromptCounts]:
     return items, PromptCounts(**{k: v for k, v in d.items() if k not in _ITEM_KEYS})
 
 
-def save(s: WorkScheduler) -> dict:
+class SavedScheduler(Protocol):
+    """The fields of a WorkScheduler that its checkpoint holds (and `restore` sets)."""
+
+    version: int
+    next_cohort: int
+    first_untaken: int
+    data_exhausted: bool
+    end_cohort: Optional[int]
+    deferred: list[str]
+    next_item_id: int
+    estimator: PassRateEstimator
+    order: PromptOrder
+    leases: LeaseTable
+    lease_timeout_s: float
+    prompt_counts: "PromptCounts"
+    cohorts: dict[int, "Cohort"]
+    inflight: dict[tuple[int, str], PromptState]
+    ready: list
+    prompts: PromptSource
+    algo: Any
+
+
+def save(s: SavedScheduler) -> dict:
     """`WorkScheduler.state_dict`: everything needed to resume. Leased work is saved as not yet
     done (it goes out again), in the order: leased, ready, held at a round barrier."""
     outstanding = s.leases.items() + [entry[3] for entry in s.ready]
@@ -132,7 +156,7 @@ def save(s: WorkScheduler) -> dict:
     }
 
 
-def restore(s: WorkScheduler, state: dict) -> list[dict]:
+def restore(s: SavedScheduler, state: dict) -> list[dict]:
     """`WorkScheduler.load_state_dict`, all but queueing the work: sets every saved field of `s`
     (no leases, no ready work) and returns the saved work for the scheduler to queue again."""
     s.version = state["version"]

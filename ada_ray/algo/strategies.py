@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Optional
 from ada_ray.algo.advantages import est_advantages, group_advantages, is_zero_signal, pool_advantages
 from ada_ray.algo import budget
 from ada_ray.algo.allocation import allocate
-from ada_ray.algo.defaults import effective_norm_adv_by_std
+from ada_ray.knob_defaults import effective_norm_adv_by_std
 from ada_ray.algo.downsample import balanced_downsample, unfinished_downsample
 from ada_ray.algo.estimator import PassRateEstimator
 from ada_ray.algo.exit_rules import ExitRule, exit_rule_for

@@ -25,6 +25,7 @@ from ada_ray.algo.types import Prompt
 from ada_ray.config import DataConfig
 from ada_ray.data import embedded_task
 from ada_ray.data.prompt_builder import DataError, PromptBuilder, content_id, render_prompt  # noqa: F401 (re-exported)
+from ada_ray.data.prompt_table import PromptSet  # noqa: F401 (re-exported)
 
 
 @dataclass
@@ -41,14 +42,6 @@ class Record:
     def prompt_id(self) -> str:
         """The record's id field when given, else a hash of the question: stable across runs."""
         return self.record_id or content_id(self.question)
-
-
-@dataclass
-class PromptSet:
-    prompts: Any  # list[Prompt], or a PromptTable (data.prompt_table) for a streamed training split
-    dropped_too_long: int = 0
-    dropped_duplicates: int = 0
-    source: str = ""
 
 
 # First bytes of compressed files read transparently (by content, whatever the file name), and of

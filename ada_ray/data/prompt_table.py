@@ -8,6 +8,8 @@ admitted into a cohort. A `PromptTable` pickles as its path, so handing it to an
 bytes; the actor must run on a node that sees the path (the driver pins the PromptQueue to its node).
 
 Columns: prompt_id, text, token_ids (int32 list), answer, difficulty, prior_pass_rate (null: none).
+`PromptSet` (a split: its prompts, as a list or a PromptTable, and what was dropped building it) lives
+here so that datasets.py and train_table.py, which both make one, need not import each other.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ import bisect
 import itertools
 import os
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 import pyarrow as pa
 
@@ -26,6 +29,14 @@ from ada_ray.algo.types import Prompt
 SCHEMA = pa.schema([("prompt_id", pa.string()), ("text", pa.string()), ("token_ids", pa.list_(pa.int32())),
                     ("answer", pa.string()), ("difficulty", pa.string()), ("prior_pass_rate", pa.float64())])
 CHUNK = 8192  # prompts per record batch
+
+
+@dataclass
+class PromptSet:
+    prompts: Any  # list[Prompt], or a PromptTable for a streamed training split
+    dropped_too_long: int = 0
+    dropped_duplicates: int = 0
+    source: str = ""
 
 
 def _batch(prompts: Sequence[Prompt]) -> pa.RecordBatch:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ada_ray.config import DataConfig
 from ada_ray.data.prompt_builder import PromptBuilder
-from ada_ray.data.prompt_table import PromptTable, PromptTableWriter
+from ada_ray.data.prompt_table import PromptSet, PromptTable, PromptTableWriter
 
 TABLE_VERSION = 1  # bump when the table's columns or the tokenization rules change
 
@@ -56,8 +56,6 @@ def table_key(cfg: DataConfig, tokenizer) -> str:
 def load_train_table(cfg: DataConfig, tokenizer, cache: Path, records, source: str, log=print):
     """The training split as a PromptSet whose prompts are a PromptTable; `records` is a function
     returning a fresh iterator over the validated training records."""
-    from ada_ray.data.datasets import PromptSet
-
     folder = Path(cache) / "prompt_tables"
     key = table_key(cfg, tokenizer)
     path, summary_path = folder / f"{key}.arrow", folder / f"{key}.json"

@@ -1,8 +1,8 @@
-"""Worked examples of the algorithm defaults for knobs left null (ada_ray.algo.defaults)."""
+"""Worked examples of the algorithm defaults for knobs left null (ada_ray.knob_defaults)."""
 
 from types import SimpleNamespace
 
-from ada_ray.algo.defaults import effective_k_neg, effective_k_pos, effective_norm_adv_by_std
+from ada_ray.knob_defaults import effective_k_neg, effective_k_pos, effective_norm_adv_by_std
 from ada_ray.config import AlgoConfig
 
 

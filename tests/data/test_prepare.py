@@ -12,7 +12,7 @@ import pytest
 from ada_ray.algo.scheduler import WorkScheduler
 from ada_ray.config import AlgoConfig, ConfigError, load_config
 from ada_ray.data.datasets import DataError, load_splits
-from ada_ray.data.prepare import Band, prepare, read_scores, scores_path
+from ada_ray.prepare_data import Band, prepare, read_scores, scores_path
 from ada_ray.engines.vllm_engine import Completion
 from ada_ray.rewards import SafeScorer
 

@@ -9,6 +9,10 @@ their pass rate, which ``data.pass_rate_field`` turns into the queue's initial d
 Resumable: every prompt's score is appended to ``<output>.scores.jsonl`` as soon as its chunk is
 done (flushed and synced), and a rerun skips the prompts already scored there. The filtered file
 and ``<output>.summary.json`` are written atomically at the end.
+
+A command beside `ada-ray eval` (it samples with an engine, scores with evaluate.py and reports progress
+with driver/progress.py), so it sits at the top of the package with cli.py, not in data/, whose rooms
+it builds on: data/ imports nothing of the driver.
 """
 
 from __future__ import annotations
