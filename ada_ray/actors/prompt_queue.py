@@ -146,7 +146,7 @@ class PromptQueue:
     async def stats(self) -> dict:
         s = self.sched
         return {"busy_s": self.busy_s, "calls": self.calls, "waiting_leases": len(self.waiters), "ready_items": len(s.ready),
-                "leased_items": len(s.leases), "inflight_prompts": len(s.inflight),
+                "leased_items": len(s.leases), "leased_by": s.leases.holders(), "inflight_prompts": len(s.inflight),
                 "open_cohorts": len(s.cohorts), "version": s.version}
 
     async def resources(self) -> dict:

@@ -77,6 +77,13 @@ class LeaseTable:
         """A sampler died: end its leases (only its own); the items to hand out again."""
         return self._end([iid for iid, lease in self._leases.items() if lease.sampler_id == sampler_id])
 
+    def holders(self) -> dict[str, int]:
+        """Items leased per sampler id (a stall's first question: who holds the work)."""
+        out: dict[str, int] = {}
+        for lease in self._leases.values():
+            out[lease.sampler_id] = out.get(lease.sampler_id, 0) + 1
+        return out
+
     def lookup(self, item_id: int) -> Optional[WorkItem]:
         """The item a report names, or None (counted as a late report) when its lease has ended."""
         lease = self._leases.get(item_id)

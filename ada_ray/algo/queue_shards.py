@@ -142,7 +142,8 @@ def merge_accounting(parts: Sequence[dict]) -> dict:
 
 def merge_stats(parts: Sequence[dict]) -> dict:
     """The shards' queue stats as one: counts and busy time summed; open cohorts the most of any
-    shard, the version the lowest (every shard gets each version at once); `shards` the count."""
+    shard, the version the lowest (every shard gets each version at once), per-name counts summed
+    per name; `shards` the count."""
     out: dict = {}
     for part in parts:
         for k, v in part.items():
@@ -150,6 +151,10 @@ def merge_stats(parts: Sequence[dict]) -> dict:
                 out[k] = max(out.get(k, v), v)
             elif k == "version":
                 out[k] = min(out.get(k, v), v)
+            elif isinstance(v, dict):  # per-name counts (leased_by): summed name by name
+                merged = out.setdefault(k, {})
+                for name, n in v.items():
+                    merged[name] = merged.get(name, 0) + n
             else:
                 out[k] = out.get(k, 0) + v
     out["shards"] = len(parts)

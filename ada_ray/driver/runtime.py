@@ -48,6 +48,7 @@ class Runtime:
     # behind `queue` (a QueueCoordinator), sampler i on shard i % K
     shards: list = field(default_factory=list)
     log: Any = print
+    stall_note_s: float = 60.0  # a cohort wait this long is logged (queue stats: ready, leased and by whom)
 
     # -- construction ----------------------------------------------------------------------------
 
@@ -117,7 +118,8 @@ class Runtime:
         """The cohort of `step` (Signal.END when there is none, Signal.TIMEOUT after `timeout_s`).
         Every `poll_s` the samplers are checked; a dead one is replaced (its work goes out again)
         and the wait goes on."""
-        deadline = time.monotonic() + timeout_s
+        start = time.monotonic()
+        deadline, next_note = start + timeout_s, start + self.stall_note_s
         while True:
             left = deadline - time.monotonic()
             got = _get(self.queue.wait_cohort.remote(step, max(0.0, min(poll_s, left))), poll_s + 60,
@@ -127,6 +129,9 @@ class Runtime:
             dead = self.dead_samplers()
             if dead:
                 self.replace_samplers(dead, "died")
+            if time.monotonic() >= next_note:  # a long wait is said, with who holds the work, never silent
+                next_note = time.monotonic() + self.stall_note_s
+                self.log(f"waiting {time.monotonic() - start:.0f}s for cohort {step}: queue {self.queue_stats()}")
 
     # -- fault tolerance ------------------------------------------------------------------------
 

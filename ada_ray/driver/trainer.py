@@ -286,6 +286,7 @@ def finish_artifacts(run_dir: Path, tracker, final_dir: Path, log) -> None:
 def _line(step: int, total: int, m: dict, elapsed: float) -> str:
     s = (f"step {step}/{total} reward {m['train/round0_reward']:.3f} kept {m['train/kept_reward']:.3f} "
          f"zero-signal {m['train/zero_signal_share']:.2f} samples/prompt {m['train/samples_per_prompt']:.1f} "
+         f"(no-signal {m['train/no_signal_sample_share']:.2f}) "
          f"stale {m['train/staleness_mean']:.2f} groups/s {m['perf/groups_per_s']:.2f} "
          f"wait {m.get('time/wait', 0):.2f}s train {m.get('time/train', 0):.2f}s sync {m.get('time/sync', 0):.3f}s "
          f"loss {m.get('learner/loss', float('nan')):.4f}")

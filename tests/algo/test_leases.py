@@ -23,7 +23,9 @@ def test_release_hands_back_only_that_samplers_items_in_grant_order():
     t = LeaseTable(timeout_s=10.0)
     for iid, sampler in ((1, "dead"), (2, "alive"), (3, "dead")):
         t.grant(item(iid), sampler, now=0.0)
+    assert t.holders() == {"dead": 2, "alive": 1}
     assert [it.item_id for it in t.release("dead")] == [1, 3]
+    assert t.holders() == {"alive": 1}
     assert [it.item_id for it in t.items()] == [2]
     assert t.release("dead") == []
     assert t.counts == ItemCounts(issued=3, reissued=2)

@@ -122,9 +122,10 @@ def test_merge_wait_accounting_stats_resources():
     acc = qs.merge_accounting([{"issued": 3, "items_ok": True, "prompts_ok": True},
                                {"issued": 4, "items_ok": True, "prompts_ok": False}])
     assert acc == {"issued": 7, "items_ok": True, "prompts_ok": False}
-    st = qs.merge_stats([{"busy_s": 1.0, "calls": 2, "open_cohorts": 3, "version": 5},
-                         {"busy_s": 0.5, "calls": 1, "open_cohorts": 2, "version": 4}])
-    assert st == {"busy_s": 1.5, "calls": 3, "open_cohorts": 3, "version": 4, "shards": 2}
+    st = qs.merge_stats([{"busy_s": 1.0, "calls": 2, "open_cohorts": 3, "version": 5, "leased_by": {"s0": 2}},
+                         {"busy_s": 0.5, "calls": 1, "open_cohorts": 2, "version": 4, "leased_by": {"s0": 1, "s1": 4}}])
+    assert st == {"busy_s": 1.5, "calls": 3, "open_cohorts": 3, "version": 4, "leased_by": {"s0": 3, "s1": 4},
+                  "shards": 2}
     assert qs.merge_resources([{"cpu_s": 1.0, "rss_mb": 10.0}, {"cpu_s": 2.0, "rss_mb": 5.0}]) == \
         {"cpu_s": 3.0, "rss_mb": 15.0}
 
