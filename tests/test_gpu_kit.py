@@ -72,8 +72,12 @@ def test_build_trims_packs_and_splits(small_kit):
 @pytest.mark.slow
 def test_round_trip_installs_offline_and_imports(small_kit, tmp_path):
     venv = tmp_path / "venv"
+    project = tmp_path / "project"  # a stand-in for the repository: --project puts it on the venv's path
+    (project / "ada_ray").mkdir(parents=True)
+    (project / "ada_ray" / "__init__.py").write_text("")
+    (project / "ada_ray" / "cli.py").write_text("OK = 1\n")
     r = subprocess.run([sys.executable, str(KIT), "install", "--out", str(small_kit), "--venv", str(venv),
-                        "--check", "kita,kitb"], capture_output=True, text=True, timeout=300)
+                        "--check", "kita,kitb", "--project", str(project)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout.strip().splitlines()[-1])
     assert report["wheels"] == 2 and report["imports_failed"] == {}

@@ -5,7 +5,7 @@ A lent machine has Python 3.12, torch 2.11.0+cu130 and transformers, no package 
 most 64 MiB of files a command (../shared/docs/gpu_kit_notes.md). Standard library only: the install
 side runs on the device's bare Python.
 
-    python jobs/gpu_kit/kit.py build   [--pins F] [--out DIR] [--part-mb 56] [--wheels DIR] [--keep-all]
+    python jobs/gpu_kit/kit.py build   [--pins F ...] [--out DIR] [--part-mb 56] [--wheels DIR] [--keep-all]
         on a machine with registry access: download the pinned wheels for CPython 3.12 / manylinux
         x86_64 (pip download --no-deps), build DeepSpeed's pure-Python wheel (DS_BUILD_OPS=0), drop the
         wheels the colocated train never imports (TRIM), unpack every wheel into one tar (zip-deflated
@@ -39,7 +39,8 @@ import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PINS = HERE / "pins.txt"
+PINS = HERE / "pins.txt"  # vLLM 0.26.0 (torch 2.11.0), Ray, DeepSpeed's requirements, MLflow, OmegaConf
+PROJECT_PINS = HERE / "pins_project.txt"  # what ada_ray itself imports that the image may lack (the embedded task, rewards)
 PYTHON_VERSION = "3.12"
 PLATFORMS = ["manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_24_x86_64", "manylinux_2_28_x86_64",
              "manylinux_2_31_x86_64", "manylinux_2_34_x86_64", "manylinux_2_35_x86_64", "linux_x86_64"]
@@ -47,8 +48,9 @@ PLATFORMS = ["manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_24_x8
 # whose pin wants numpy < 2.5 (the device has 2.5.2; vLLM imports it only for n-gram speculation)
 TRIM = ("tilelang", "tokenspeed-mla", "tokenspeed-triton", "humming-kernels", "torchcodec", "pynvvideocodec",
         "nvidia-cutlass-dsl-libs-cu12", "numba", "llvmlite")
-EXTRA_BUILT = ("deepspeed==0.19.8",)  # source-only on PyPI: built here as a pure-Python wheel
-CHECK = ("vllm", "ray", "deepspeed", "omegaconf", "mlflow")
+# source-only on PyPI: built here with a CPython 3.12 (DeepSpeed as a pure-Python wheel, DS_BUILD_OPS=0)
+EXTRA_BUILT = ("deepspeed==0.19.8", "cellpylib==2.4.0", "pycosat==0.6.6", "zss==1.2.0")
+CHECK = ("vllm", "ray", "deepspeed", "omegaconf", "mlflow", "reasoning_gym", "math_verify")
 PART_PREFIX = "kit.tar.xz."
 MANIFEST = "manifest.json"
 # device time (gpu_kit_notes.md, estimated): machine start, then each transfer (copy and gap)
@@ -75,16 +77,29 @@ def trimmed(pins: list[str], keep_all: bool = False) -> list[str]:
     return pins if keep_all else [p for p in pins if norm(p.split("==")[0]) not in {norm(t) for t in TRIM}]
 
 
+def build_python() -> str:
+    """A CPython 3.12 to build the source-only packages with (their wheels must match the device's Python)."""
+    if sys.version_info[:2] == (3, 12):
+        return sys.executable
+    found = shutil.which("python3.12")
+    if not found:
+        raise KitError("building the kit needs a CPython 3.12 on PATH (python3.12) for the source-only packages "
+                       f"{', '.join(EXTRA_BUILT)}")
+    return found
+
+
 def download(pins: list[str], dest: Path) -> None:
-    """The pinned wheels for CPython 3.12 on manylinux x86_64, no dependencies resolved (the list is resolved)."""
+    """The pinned wheels for CPython 3.12 on manylinux x86_64, no dependencies resolved (the list is resolved),
+    and the source-only ones built with a CPython 3.12."""
     dest.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version",
            PYTHON_VERSION, "--implementation", "cp", "--abi", "cp312", "--abi", "abi3", "--abi", "none", "-d", str(dest)]
     for p in PLATFORMS:
         cmd += ["--platform", p]
     subprocess.run(cmd + pins, check=True)
+    py = build_python()
     for spec in EXTRA_BUILT:
-        subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(dest), spec], check=True,
+        subprocess.run([py, "-m", "pip", "wheel", "--no-deps", "-w", str(dest), spec], check=True,
                        env=dict(os.environ, DS_BUILD_OPS="0"))
 
 
@@ -208,13 +223,15 @@ def install(out: Path, venv: Path, check: list[str], project: Path | None, pytho
             subprocess.run([python, "-m", "venv", "--system-site-packages", str(venv)], check=True)
         vpy = str(venv / "bin" / "python")
         subprocess.run([vpy, "-m", "pip", "install", "--no-index", "--no-deps", "--quiet", *map(str, wheels)], check=True)
-    if project is not None:
-        subprocess.run([vpy, "-m", "pip", "install", "--no-index", "--no-deps", "--no-build-isolation", "--quiet",
-                        "-e", str(project)], check=True)
+    if project is not None:  # the project on the venv's path (a .pth: no build backend needed offline)
+        site = subprocess.run([vpy, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        Path(site, "ada_ray_project.pth").write_text(str(project.resolve()) + "\n")
+        check = [*check, "ada_ray.cli"]
     failed = {}
     for mod in check:
         r = subprocess.run([vpy, "-c", f"import {mod}; print(getattr({mod}, '__version__', ''))"],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, cwd=str(venv))  # not the caller's folder first on the path
         if r.returncode != 0:
             failed[mod] = (r.stderr.strip().splitlines() or ["?"])[-1][:300]
     report = {"venv": str(venv), "wheels": len(wheels), "unpack_s": round(t_unpack, 1),
@@ -228,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("command", choices=("build", "plan", "install"))
     ap.add_argument("--out", type=Path, default=Path(".gpu_kit"), help="where the parts and manifest are")
-    ap.add_argument("--pins", type=Path, default=PINS)
+    ap.add_argument("--pins", type=Path, nargs="+", default=[PINS, PROJECT_PINS])
     ap.add_argument("--wheels", type=Path, default=None, help="build: pack these wheels instead of downloading")
     ap.add_argument("--keep-all", action="store_true", help="build: do not drop the TRIM wheels")
     ap.add_argument("--part-mb", type=float, default=56.0, help="build: the largest part, MiB")
@@ -236,13 +253,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--preset", type=int, default=9 | lzma.PRESET_EXTREME, help="build: xz preset")
     ap.add_argument("--venv", type=Path, default=Path(".venv-gpu"), help="install: the venv to make")
     ap.add_argument("--check", default=",".join(CHECK), help="install: modules that must import")
-    ap.add_argument("--project", type=Path, default=None, help="install: also install this project (-e)")
+    ap.add_argument("--project", type=Path, default=None, help="install: put this project on the venv's path")
     a = ap.parse_args(argv)
     try:
         if a.command == "build":
             if a.wheels is None:
                 a.wheels = a.out / "wheelhouse"
-                download(trimmed(read_pins(a.pins), a.keep_all), a.wheels)
+                download(trimmed([p for f in a.pins for p in read_pins(f)], a.keep_all), a.wheels)
             wheels = sorted(p for p in a.wheels.glob("*.whl")
                             if a.keep_all or norm(p.name.split("-")[0]) not in {norm(t) for t in TRIM})
             if not wheels:
