@@ -78,14 +78,18 @@ def trimmed(pins: list[str], keep_all: bool = False) -> list[str]:
 
 
 def build_python() -> str:
-    """A CPython 3.12 to build the source-only packages with (their wheels must match the device's Python)."""
-    if sys.version_info[:2] == (3, 12):
-        return sys.executable
-    found = shutil.which("python3.12")
-    if not found:
-        raise KitError("building the kit needs a CPython 3.12 on PATH (python3.12) for the source-only packages "
-                       f"{', '.join(EXTRA_BUILT)}")
-    return found
+    """A CPython 3.12 to build the source-only packages with (their wheels must match the device's Python):
+    $KIT_PYTHON312, this interpreter, python3.12 on PATH or a pyenv 3.12 - the first that runs as 3.12."""
+    import glob
+
+    cands = [os.environ.get("KIT_PYTHON312", ""), sys.executable, shutil.which("python3.12") or "",
+             *sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.12*/bin/python3.12")))]
+    for py in filter(None, cands):
+        r = subprocess.run([py, "-c", "import sys; print(sys.version_info[:2] == (3, 12))"], capture_output=True, text=True)
+        if r.returncode == 0 and r.stdout.strip() == "True":
+            return py
+    raise KitError("building the kit needs a CPython 3.12 (set KIT_PYTHON312, or put python3.12 on PATH) for the "
+                   f"source-only packages {', '.join(EXTRA_BUILT)}")
 
 
 def download(pins: list[str], dest: Path) -> None:
