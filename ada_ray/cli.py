@@ -200,7 +200,8 @@ BENCH_PARAMS = {"steps": int, "skip": int, "out": str, "smoke": lambda v: v.lowe
                 "receivers": int, "big_mb": float, "repeats": int, "seeds": int, "budget": int, "hog": int,
                 "interval": float, "batch": int, "eval_every": int, "methods": str, "samplers": str, "prompts": str,
                 "duration": float, "service_ms": float, "hosts": int, "max_items": int, "prompts_per_sampler": int,
-                "shards": str, "seed0": int, "grpo_factor": float, "n16_seeds": int}
+                "shards": str, "seed0": int, "grpo_factor": float, "n16_seeds": int,
+                "sb_seeds": int}
 
 
 def cmd_bench(argv: list[str]) -> int:

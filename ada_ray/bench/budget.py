@@ -5,7 +5,8 @@ Runs, interleaved so that machine noise hits every method alike (for each seed, 
 seeds fixed up front, `seed0`, `seed0 + 1`, ...): grpo_n4 trained for `grpo_factor` x `steps` (its eval
 curve is read at the other methods' wall time and samples), the default Ada method (the one
 `ada-ray train` runs: conf/default.yaml), ada_seq_balance as the paper defines it, and grpo_n16 on the
-first `n16_seeds` seeds (the slowest run; last in each seed's turn). Each run's summary is written to
+first `n16_seeds` seeds (the slowest run; last in each seed's turn); `sb_seeds` likewise limits
+ada_seq_balance when it is not the default (the reference methods cost 2-3x a default run). Each run's summary is written to
 <out>/budget_runs/<method>_s<seed>.json as it ends: a cut bench run again resumes where it stopped.
 
 Per run (from its metrics.jsonl, trained_prompts.jsonl and eval_per_prompt.jsonl):
@@ -33,7 +34,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from ada_ray.bench.common import write_result
+from ada_ray.bench.common import finish_eval_figure, write_result
 from ada_ray.bench.paper import BUCKETS, _mean_sd, bucket_of
 
 DEFAULT_PRESET = "default"  # the method `ada-ray train` uses: conf/default.yaml
@@ -200,8 +201,8 @@ def _base_rates_child(overrides: list[str], out: str, k: int) -> None:
 
 
 def run(steps: int = 300, batch: int = 64, seeds: int = 5, seed0: int = 11, eval_every: int = 50,
-        grpo_factor: float = 1.5, n16_seeds: int = 3, out_dir: Path = Path("results"), smoke: bool = False,
-        overrides: Optional[list[str]] = None) -> dict:
+        grpo_factor: float = 1.5, n16_seeds: int = 3, sb_seeds: Optional[int] = None, out_dir: Path = Path("results"),
+        smoke: bool = False, overrides: Optional[list[str]] = None) -> dict:
     from ada_ray.config import load_config
     from ada_ray.driver.trainer import train
 
@@ -219,7 +220,8 @@ def run(steps: int = 300, batch: int = 64, seeds: int = 5, seed0: int = 11, eval
     runs: dict[str, dict[int, dict]] = {}
     for i, seed in enumerate(range(seed0, seed0 + seeds)):
         for name, preset, extra in methods(default_name):
-            if name == "grpo_n16" and i >= n16_seeds:
+            if (name == "grpo_n16" and i >= n16_seeds) or (name == "ada_seq_balance" and sb_seeds is not None
+                                                             and i >= sb_seeds and name != default_name):
                 continue
             n_steps = int(round(steps * grpo_factor)) if name == "grpo_n4" else steps
             summary_path = work / f"{name}_s{seed}.json"
@@ -274,17 +276,8 @@ def plot(result: dict, out_dir: Path) -> Path:
     axes[1].axvline(t["sample_budget"], color="grey", ls="--", lw=1, label="common sample budget")
     axes[0].set_xlabel("train wall time, s (step times; start-up and evals excluded)")
     axes[1].set_xlabel("generated samples")
-    for a in axes:
-        a.set_ylabel("held-out avg@16 (mean over seeds)")
-        a.grid(alpha=0.3)
-        a.legend(fontsize=7)
-    fig.suptitle(f"equal budgets: {result['steps']} steps x {result['batch']} prompts (grpo_n4: "
-                 f"x{result['grpo_factor']}), seeds {result['seeds']}")
-    fig.tight_layout()
-    path = out_dir / "paper_budget.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return finish_eval_figure(fig, axes, f"equal budgets: {result['steps']} steps x {result['batch']} prompts "
+                              f"(grpo_n4: x{result['grpo_factor']}), seeds {result['seeds']}", out_dir / "paper_budget.png")
 
 
 def format_table(result: dict) -> str:

@@ -23,7 +23,7 @@ import shutil
 import statistics
 from pathlib import Path
 
-from ada_ray.bench.common import write_result
+from ada_ray.bench.common import finish_eval_figure, write_result
 from ada_ray.config import ConfigError, load_config
 
 METHODS = [
@@ -201,16 +201,8 @@ def plot(result: dict, out_dir: Path) -> Path:
     axes[0].set_xlabel("training step")
     axes[1].set_xlabel("generated samples")
     axes[1].set_xscale("symlog", linthresh=1000)
-    for a in axes:
-        a.set_ylabel("held-out avg@16 (mean over seeds)")
-        a.grid(alpha=0.3)
-        a.legend(fontsize=7)
-    fig.suptitle(f"embedded task: {result['steps']} steps x {result['batch']} prompts, {result['seeds']} seeds")
-    fig.tight_layout()
-    path = out_dir / "paper_eval.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return finish_eval_figure(fig, axes, f"embedded task: {result['steps']} steps x {result['batch']} prompts, "
+                              f"{result['seeds']} seeds", out_dir / "paper_eval.png")
 
 
 def format_table(result: dict) -> str:
