@@ -65,6 +65,15 @@ class LeaseWaiters:
         while self._waiting:
             _resolve(self._waiting.popleft().future, signal)
 
+    def drop(self, sampler_id: str, signal: Any) -> int:
+        """End the waits of one sampler (gone: never hand it work) with `signal`; how many ended."""
+        ended = 0
+        for w in self._waiting:
+            if w.sampler_id == sampler_id and not w.future.done():
+                _resolve(w.future, signal)
+                ended += 1
+        return ended
+
 
 def _resolve(fut: asyncio.Future, value: Any) -> None:
     if not fut.done():

@@ -56,6 +56,7 @@ class PromptQueue:
         )
         self.changed = asyncio.Event()  # wakes the driver's cohort wait
         self.waiters = LeaseWaiters()  # samplers' lease calls waiting for work
+        self.retired: set[str] = set()  # sampler ids released for good (killed or replaced): never leased to again
         self.stopped = False
         self.busy_s = 0.0  # time spent inside scheduler calls (queue overhead)
         self.calls = 0
@@ -84,7 +85,7 @@ class PromptQueue:
     async def lease(self, sampler_id: str, max_items: int, max_samples: Optional[int] = None, wait_s: float = 0.0):
         """Up to `max_items` work items; when none is ready, wait in line up to `wait_s` for some
         ([] if none came, Signal.STOP once the queue stops)."""
-        if self.stopped:
+        if self.stopped or sampler_id in self.retired:
             return Signal.STOP
         items = self._lease_now(sampler_id, max_items, max_samples)
         if items or wait_s <= 0:
@@ -127,7 +128,14 @@ class PromptQueue:
         self.sched.set_version(version)
         self._notify()
 
-    async def release_sampler(self, sampler_id: str) -> int:
+    async def release_sampler(self, sampler_id: str, retire: bool = False) -> int:
+        """Every item this sampler holds goes out again. `retire`: the sampler is gone (killed, replaced
+        under a new id): its waiting lease calls end with STOP and any later call from it (one in flight
+        when it was killed) gets STOP and no work - work granted to a process that is being killed would
+        sit in the lease table until its lease expired, the cohort waiting with it."""
+        if retire:
+            self.retired.add(sampler_id)
+            self.waiters.drop(sampler_id, Signal.STOP)
         n = self.sched.release_sampler(sampler_id)
         self._notify()
         return n

@@ -57,8 +57,8 @@ class QueueCoordinator:
     async def set_version(self, version: int) -> None:
         await self._all("set_version", version)
 
-    async def release_sampler(self, sampler_id: str) -> int:
-        return sum(await self._all("release_sampler", sampler_id))
+    async def release_sampler(self, sampler_id: str, retire: bool = False) -> int:
+        return sum(await self._all("release_sampler", sampler_id, retire))
 
     async def stop(self) -> dict:
         return qs.merge_accounting(await self._all("stop"))

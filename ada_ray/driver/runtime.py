@@ -49,6 +49,7 @@ class Runtime:
     shards: list = field(default_factory=list)
     log: Any = print
     stall_note_s: float = 60.0  # a cohort wait this long is logged (queue stats: ready, leased and by whom)
+    generations: dict = field(default_factory=dict)  # sampler index -> how many times it was replaced
 
     # -- construction ----------------------------------------------------------------------------
 
@@ -88,12 +89,18 @@ class Runtime:
         """The queue (shard) sampler `index` leases from and reports to."""
         return self.shards[index % len(self.shards)] if self.shards else self.queue
 
+    def sampler_id(self, index: int) -> str:
+        """The queue's name for sampler `index`: a replacement gets a new one (sampler-1.2: the second
+        replacement of sampler 1), so the queue can refuse the old process for good."""
+        g = self.generations.get(index, 0)
+        return f"sampler-{index}" if g == 0 else f"sampler-{index}.{g}"
+
     def _new_sampler(self, index: int, version: int):
         s = self.cfg.sampler
         return Sampler.options(num_cpus=s.num_cpus, num_gpus=s.num_gpus * s.tensor_parallel_size,
                                runtime_env={"env_vars": dict(cl.BASE_ENV, **self.sampler_env)},
                                scheduling_strategy=cl.in_bundle(self.groups[1], index), max_restarts=0).remote(
-            f"sampler-{index}", to_dict(self.cfg), self.model_path, self._queue_of(index), s.num_gpus > 0, version,
+            self.sampler_id(index), to_dict(self.cfg), self.model_path, self._queue_of(index), s.num_gpus > 0, version,
             self.sampler_env)
 
     def open_bus(self) -> None:
@@ -155,11 +162,13 @@ class Runtime:
         sampler to the current weights before the new ones start sampling."""
         for i in indices:  # (no indices: only rebuild the bus and resend the weights)
             self.log(f"sampler-{i} {why}: replacing it; its leased work goes out again")
-            _get(self.queue.release_sampler.remote(f"sampler-{i}"), 60, "release sampler")
-            try:
+            try:  # killed first: a live culprit leasing after its release would take work down with it
                 ray.kill(self.samplers[i], no_restart=True)
             except Exception:  # noqa: BLE001
                 pass
+            # retired: anything it still asks for (a call in flight) gets no work
+            _get(self.queue.release_sampler.remote(self.sampler_id(i), True), 60, "release sampler")
+            self.generations[i] = self.generations.get(i, 0) + 1
             self.samplers[i] = self._new_sampler(i, self.version)
         if indices:
             _get([self.samplers[i].ready.remote() for i in indices], 600, "replacement sampler start")
@@ -219,7 +228,7 @@ class Runtime:
             culprits = sorted(dead | {i for i, e in failed if isinstance(e, TimeoutError)})
             for i, _ in failed:
                 if i not in culprits:
-                    _get(self.queue.release_sampler.remote(f"sampler-{i}"), 60, "release sampler")
+                    _get(self.queue.release_sampler.remote(self.sampler_id(i)), 60, "release sampler")
             self.replace_samplers(culprits, "failed the weight broadcast")  # rebuilds the bus, redoes the update
             return {"bytes": 0, "seconds": float("nan")}
         return ray.get(send[0])

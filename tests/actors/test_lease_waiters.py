@@ -67,3 +67,17 @@ def test_a_cancelled_call_gets_nothing():
         assert await stays == ["x"] and q.ready == ["y"]
 
     asyncio.run(main())
+
+
+def test_drop_ends_one_samplers_waits_and_serves_the_rest():
+    async def main():
+        w, q = LeaseWaiters(), FakeQueue()
+        gone = asyncio.create_task(w.wait("gone", 1, None, 5.0))
+        stays = asyncio.create_task(w.wait("stays", 1, None, 5.0))
+        await asyncio.sleep(0)
+        assert w.drop("gone", Signal.STOP) == 1 and w.drop("gone", Signal.STOP) == 0
+        q.ready = ["x"]
+        w.serve(q.lease)
+        assert await gone == Signal.STOP and await stays == ["x"]  # the killed sampler's wait took nothing
+
+    asyncio.run(main())
