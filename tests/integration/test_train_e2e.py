@@ -29,7 +29,7 @@ def check_accounting(acct: dict, cfg) -> None:
     assert acct["prompts_trained"] == cfg.trainer.total_steps * cfg.trainer.batch_prompts
 
 
-@pytest.mark.parametrize("preset", ["grpo", "dapo", "ada_seq_pos", "ada_seq_balance", "ada_est"])
+@pytest.mark.parametrize("preset", ["grpo", "dapo", "ada_seq_pos", "ada_seq_balance", "ada_est", "ada_budget"])
 def test_each_algorithm_async(ray_cluster, tmp_path, preset):
     cfg, steps, acct = run(tmp_path, preset)
     assert len(steps) == cfg.trainer.total_steps
@@ -43,6 +43,18 @@ def test_each_algorithm_async(ray_cluster, tmp_path, preset):
     if preset.startswith("ada_seq"):
         assert all(m["train/samples_trained"] == 4 * cfg.trainer.batch_prompts for m in steps)
         assert any(m["train/samples_per_prompt"] > 8 for m in steps)  # hard prompts got more rounds
+
+
+def test_ada_budget_sizes_rounds_from_each_prompts_history(ray_cluster, tmp_path):
+    # 48 prompts, 6 a step: from the 9th step on every prompt has a history, and its round is sized from it
+    cfg, steps, acct = run(tmp_path, "ada_budget", **{"data.train_per_level": 12, "trainer.total_steps": 20})
+    check_accounting(acct, cfg)
+    trained = [json.loads(x) for x in (tmp_path / "run" / "trained_prompts.jsonl").read_text().splitlines()]
+    assert all(p <= cfg.algo.budget_max_samples for t in trained for p in t["pool"])  # the per-prompt cap
+    assert all(r <= cfg.algo.max_rounds for t in trained for r in t["rounds"])
+    assert all(m["train/first_round_samples"] == cfg.algo.samples_per_round for m in steps[:8])  # no history yet
+    assert any(m["train/first_round_samples"] != cfg.algo.samples_per_round for m in steps[9:])  # sized from it
+    assert all(0.0 <= m["train/no_signal_sample_share"] <= 1.0 for m in steps)
 
 
 @pytest.mark.parametrize("preset", ["grpo", "ada_seq_balance"])
