@@ -92,6 +92,19 @@ def summarize_run(run_dir: Path, base_rate: dict[str, float], k: int) -> dict:
             "skipped": sum(r.get("train/prompts_skipped", 0.0) for r in rows), "buckets": buckets}
 
 
+def heldout_buckets(run_dir: Path, steps: int) -> dict[str, float]:
+    """Held-out avg@16 at step `steps` per bucket of the base policy's pass@16 on each held-out prompt (the
+    run's step-0 eval): where on the difficulty scale a method's gain sits."""
+    evals = {e["step"]: e for e in _rows(run_dir / "eval_per_prompt.jsonl")}
+    if 0 not in evals or steps not in evals:
+        return {}
+    base, fin = evals[0], evals[steps]
+    out: dict[str, list[float]] = {}
+    for c0, c in zip(base["correct"], fin["correct"]):
+        out.setdefault(bucket_of(c0 / base["k"]), []).append(c / fin["k"])
+    return {b: statistics.mean(v) for b, v in out.items()}
+
+
 def at_point(curve: list[dict], key: str, x: float) -> float:
     """avg@16 read off a curve at `key` (wall_s, samples or step) = x, linear between eval points;
     nan when the curve does not reach x."""
@@ -129,6 +142,8 @@ def build_table(runs: dict[str, dict[int, dict]], steps: int, batch: int, base: 
              "time_split_s_per_step": {k: statistics.mean(rs[s]["time_split_s"][k] / rs[s]["steps"] for s in seeds)
                                        for k in rs[seeds[0]]["time_split_s"]},
              "buckets": _bucket_means(rs, seeds),
+             "heldout_buckets": {b: statistics.mean(rs[s]["heldout_buckets"][b] for s in seeds)
+                                 for b in rs[seeds[0]].get("heldout_buckets", {})},
              "trained_steps": [rs[s]["steps"] for s in seeds]}
         table["methods"][name] = m
     g = table["methods"].get("grpo_n4")
@@ -241,6 +256,9 @@ def run(steps: int = 300, batch: int = 64, seeds: int = 5, seed0: int = 11, eval
             runs.setdefault(name, {})[seed] = summary
             print(f"bench budget: {run_name} done: wall {summary['wall_s']:.0f} s, "
                   f"final avg@16 {summary['curve'][-1]['avg']:.4f}", file=sys.stderr, flush=True)
+    for name, rs in runs.items():
+        for seed, r in rs.items():
+            r["heldout_buckets"] = heldout_buckets(work / "runs" / f"{name}_s{seed}", steps)
     base_curve = next(iter(next(iter(runs.values())).values()))["curve"][0]
     base = {"avg16": base_curve["avg"], "train_prompts": len(base_rate),
             "train_buckets": {b: sum(1 for r in base_rate.values() if bucket_of(r) == b) for b, _, _ in BUCKETS}}
@@ -310,6 +328,13 @@ def format_table(result: dict) -> str:
         ts = m["time_split_s_per_step"]
         lines.append(f"| {name} | {ts['wait']:.3f} | {ts['train']:.3f} | {ts['sync']:.3f} | {ts['sampler_busy']:.3f} | "
                      f"{ts['sampler_idle']:.3f} |")
+    hb = [b for b, _, _ in BUCKETS if any(b in m.get("heldout_buckets", {}) for m in t["methods"].values())]
+    if hb:
+        lines += ["", "| held-out avg@16 at equal steps, by base pass@16 bucket | " + " | ".join(hb) + " |",
+                  "| --- " * (1 + len(hb)) + "|"]
+        for name, m in t["methods"].items():
+            lines.append(f"| {name} | " + " | ".join(f"{m['heldout_buckets'][b]:.3f}" if b in m["heldout_buckets"]
+                                                    else "-" for b in hb) + " |")
     lines += ["", "| method | base pass@16 bucket | prompts/step | samples/prompt | samples/step | no-pair share | "
               "round-cap share | samples on no-pair prompts |", "| --- " * 8 + "|"]
     for name, m in t["methods"].items():
