@@ -115,7 +115,7 @@ def pack(wheels: list[Path], out: Path, part_bytes: int, preset: int = 9 | lzma.
     stream = out / "kit.tar.xz"
     t0 = time.time()
     raw = 0
-    with lzma.open(stream, "wb", preset=preset) as xz, tarfile.open(fileobj=xz, mode="w|") as tar:
+    with _xz_writer(stream, preset) as xz, tarfile.open(fileobj=xz, mode="w|") as tar:
         for whl in wheels:
             raw += whl.stat().st_size
             with zipfile.ZipFile(whl) as z:
@@ -141,6 +141,32 @@ def pack(wheels: list[Path], out: Path, part_bytes: int, preset: int = 9 | lzma.
                 "part_bytes": part_bytes, "pack_seconds": round(time.time() - t0, 1), "python": PYTHON_VERSION}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return manifest
+
+
+class _XzPipe:
+    """Writes through the xz program on all cores (same .xz format; python's lzma uses one core)."""
+
+    def __init__(self, path: Path, preset: int):
+        level = f"-{preset & 0x1F}" + ("e" if preset & lzma.PRESET_EXTREME else "")
+        self.fh = open(path, "wb")
+        self.proc = subprocess.Popen(["xz", level, "-T0", "-c"], stdin=subprocess.PIPE, stdout=self.fh)
+
+    def write(self, data) -> int:
+        return self.proc.stdin.write(data)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.proc.stdin.close()
+        rc = self.proc.wait()
+        self.fh.close()
+        if rc != 0 and exc[0] is None:
+            raise KitError(f"xz exited {rc}")
+
+
+def _xz_writer(path: Path, preset: int):
+    return _XzPipe(path, preset) if shutil.which("xz") else lzma.open(path, "wb", preset=preset)
 
 
 def plan(out: Path) -> dict:
