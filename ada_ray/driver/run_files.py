@@ -59,7 +59,7 @@ class RunFiles:
                                         "dropped": [g.prompt_id for g in cohort.dropped],
                                         "pool": [g.pool_size for g in gs], "pos": [g.pool_positives for g in gs],
                                         "rounds": [g.rounds for g in gs], "fired": [g.exit_fired for g in gs],
-                                        "skipped": getattr(cohort, "skipped", 0)}) + "\n")
+                                        "skipped": cohort.skipped}) + "\n")
         self._trained.flush()
 
     def record_eval(self, step: int, prompts: list, result) -> None:

@@ -31,7 +31,7 @@ def cohort_metrics(res: CohortResult, step: int, max_rounds: int) -> dict[str, f
         "train/zero_signal_share": _mean([1.0 if g.zero_signal else 0.0 for g in groups]),
         # the waste to drive down: the share of the step's samples drawn for prompts that ended with no signal
         "train/no_signal_sample_share": no_signal_sample_share(everything),
-        "train/prompts_skipped": float(getattr(res, "skipped", 0)),
+        "train/prompts_skipped": float(res.skipped),
         "train/first_round_samples": _mean([float(len(g.round0_rewards)) for g in everything]),
         "train/groups": float(len(groups)),
         "train/samples_generated": float(res.samples_generated),
