@@ -2,8 +2,9 @@
 embedded task, in this system.
 
 Every method starts from the same base policy and recipe and trains the same number of steps on the
-same batch of B prompts: grpo n=4, n=8, n=16, dapo, ada_seq_pos, ada_seq_balance, ada_est, with the
-same seeds (fixed up front, 0..seeds-1) for every method. Each run evaluates the held-out split every
+same batch of B prompts: grpo n=4, n=8, n=16, dapo, ada_seq_pos, ada_seq_balance, ada_est, and the
+default method (`ada-ray train`'s, conf/default.yaml) when it is none of these, with the same seeds (fixed
+up front, seed0 .. seed0+seeds-1) for every method, run seed-major; a cut bench resumes. Each run evaluates the held-out split every
 `eval_every` steps (avg@16, pass@16, per-prompt counts in eval_per_prompt.jsonl). Reported:
 
 - final avg@16 / pass@16 per method (mean ± std over seeds) and each method's difference to grpo
@@ -21,6 +22,7 @@ import json
 import math
 import shutil
 import statistics
+import sys
 from pathlib import Path
 
 from ada_ray.bench.common import finish_eval_figure, write_result
@@ -35,6 +37,7 @@ METHODS = [
     ("ada_seq_balance", "ada_seq_balance", {}),
     ("ada_est", "ada_est", {}),
 ]
+DEFAULT_PRESET = "default"  # the method `ada-ray train` uses: conf/default.yaml
 BUCKETS = (("0", 0.0, 0.0), ("(0,0.2]", 0.0, 0.2), ("(0.2,0.5]", 0.2, 0.5), ("(0.5,1]", 0.5, 1.0))
 
 
@@ -122,55 +125,91 @@ def summarize(runs: dict[str, list[dict]], base: dict, steps: int, batch: int) -
     return table
 
 
-def run(steps: int = 100, batch: int = 32, seeds: int = 3, eval_every: int = 25, out_dir: Path = Path("results"),
-        smoke: bool = False, overrides: list[str] | None = None, methods: str | None = None) -> dict:
+def run(steps: int = 100, batch: int = 32, seeds: int = 3, seed0: int = 0, eval_every: int = 25,
+        out_dir: Path = Path("results"), smoke: bool = False, overrides: list[str] | None = None,
+        methods: str | None = None) -> dict:
+    """Train every chosen method on seeds seed0 .. seed0+seeds-1, seed-major (each seed runs every method
+    before the next seed starts, so machine drift hits all methods alike). Each finished run's summary is
+    written to <out>/paper_runs/<method>_s<seed>.json with the bench's parameters as its signature: a cut
+    bench started again with the same parameters resumes where it stopped."""
     from ada_ray.driver.trainer import train
 
-    chosen = METHODS
+    overrides = list(overrides or [])
+    chosen = [*METHODS, *_default_row(overrides)]
     if methods:
         names = methods.split(",")
-        unknown = [n for n in names if n not in dict((m[0], m) for m in METHODS)]
+        unknown = [n for n in names if n not in {m[0] for m in chosen}]
         if unknown:
-            raise ConfigError(f"bench paper: unknown methods {unknown}; choose from {[m[0] for m in METHODS]}")
-        chosen = [m for m in METHODS if m[0] in names]
+            raise ConfigError(f"bench paper: unknown methods {unknown}; choose from {[m[0] for m in chosen]}")
+        chosen = [m for m in chosen if m[0] in names]
     if smoke:
         steps, seeds, eval_every = 4, 1, 2
-        chosen = [m for m in METHODS if m[0] in ("grpo_n4", "ada_seq_balance")]
+        chosen = [m for m in chosen if m[0] in ("grpo_n4", "ada_seq_balance")]
         overrides = ["data.train_per_level=24", "data.eval_per_level=8", "trainer.eval_samples=16",
-                     "sampler.max_num_seqs=128", *(overrides or [])]
+                     "sampler.max_num_seqs=128", *overrides]
         batch = min(batch, 6)
     work = out_dir / "paper_runs"
-    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
+    signature = {"steps": steps, "batch": batch, "eval_every": eval_every, "overrides": overrides}
     runs: dict[str, list[dict]] = {}
     base = None
-    for name, preset, extra in chosen:
-        for seed in range(seeds):
+    for seed in range(seed0, seed0 + seeds):
+        for name, preset, extra in chosen:
             run_name = f"{name}_s{seed}"
-            ov = [f"trainer.total_steps={steps}", f"trainer.batch_prompts={batch}", f"trainer.eval_every={eval_every}",
-                  f"trainer.eval_at_start={'true' if base is None else 'false'}", "trainer.final_eval=true",
-                  "trainer.eval_samples=16", "trainer.total_samples=null", f"trainer.output_dir={work}",
-                  f"trainer.run_name={run_name}", f"trainer.seed={seed}", "tracking.enabled=false",
-                  "trainer.progress=plain"]
-            ov += [f"{k}={v}" for k, v in extra.items()] + list(overrides or [])
-            train(load_config(preset, ov), log=lambda s: None)
-            r = read_run(work / run_name)
-            if base is None:
-                base = r["first"]
-            if r["curve"] and r["curve"][0]["step"] != 0:  # every run starts from the same base eval
+            summary_path = work / f"{run_name}.json"
+            if summary_path.is_file() and json.loads(summary_path.read_text()).get("signature") == signature:
+                summary = json.loads(summary_path.read_text())
+            else:
+                first = base is None and not _has_base(work, signature)
+                ov = [f"trainer.total_steps={steps}", f"trainer.batch_prompts={batch}",
+                      f"trainer.eval_every={eval_every}", f"trainer.eval_at_start={'true' if first else 'false'}",
+                      "trainer.final_eval=true", "trainer.eval_samples=16", "trainer.total_samples=null",
+                      f"trainer.output_dir={work / 'runs'}", f"trainer.run_name={run_name}", f"trainer.seed={seed}",
+                      "tracking.enabled=false", "trainer.progress=plain", "trainer.save_every=0",
+                      *[f"{k}={v}" for k, v in extra.items()], *overrides]
+                shutil.rmtree(work / "runs" / run_name, ignore_errors=True)
+                train(load_config(preset, ov), log=lambda s: None)
+                r = read_run(work / "runs" / run_name)
+                summary = {"signature": signature, "method": name, "seed": seed,
+                           "base": r["first"] if first else None,
+                           **{k: v for k, v in r.items() if k not in ("final", "first")},
+                           "final_avg": r["curve"][-1]["avg"], "final_pass": r["curve"][-1]["pass"],
+                           "final_correct": r["final"]["correct"]}
+                summary_path.write_text(json.dumps(summary))
+                print(f"bench paper: {run_name} done: wall {summary['wall_s']:.0f} s, final avg@16 "
+                      f"{summary['final_avg']:.4f}", file=sys.stderr, flush=True)
+            base = base or summary.pop("base", None) or _has_base(work, signature)
+            summary.pop("base", None)
+            runs.setdefault(name, []).append(summary)
+    for rs in runs.values():
+        for r in rs:  # every run starts from the same base eval
+            if r["curve"] and r["curve"][0]["step"] != 0:
                 r["curve"].insert(0, {"step": 0, "samples": 0.0, **_point(base)})
-            fin = r["final"]
-            runs.setdefault(name, []).append({
-                "seed": seed, **{k: v for k, v in r.items() if k not in ("final", "first")},
-                "final_avg": r["curve"][-1]["avg"], "final_pass": r["curve"][-1]["pass"],
-                "final_correct": fin["correct"]})
     table = summarize(runs, base, steps, batch)
-    result = {"steps": steps, "batch": batch, "seeds": seeds, "eval_every": eval_every,
-              "overrides": list(overrides or []), "table": table,
+    table["seeds"] = list(range(seed0, seed0 + seeds))
+    table["default_method"] = load_config(DEFAULT_PRESET, overrides).algo.name
+    result = {"steps": steps, "batch": batch, "seeds": seeds, "seed0": seed0, "eval_every": eval_every,
+              "overrides": overrides, "table": table,
               "curves": {n: [r["curve"] for r in rs] for n, rs in runs.items()}}
     write_result(out_dir, "paper", result)
     (out_dir / "paper_table.json").write_text(json.dumps(table, indent=2))
     plot(result, out_dir)
     return result
+
+
+def _default_row(overrides: list[str]) -> list[tuple[str, str, dict]]:
+    """The method `ada-ray train` uses by default, as an extra row when it is none of the paper's seven."""
+    name = load_config(DEFAULT_PRESET, overrides).algo.name
+    return [] if name in {m[1] for m in METHODS} else [(name, DEFAULT_PRESET, {})]
+
+
+def _has_base(work: Path, signature: dict) -> dict | None:
+    """The base policy's eval, from whichever finished run of this bench made it."""
+    for f in sorted(work.glob("*.json")):
+        d = json.loads(f.read_text())
+        if d.get("signature") == signature and d.get("base"):
+            return d["base"]
+    return None
 
 
 def _point(e: dict) -> dict:
