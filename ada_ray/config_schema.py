@@ -161,6 +161,10 @@ class SamplerConfig:
     seed: int = 0  # engine seed (work items carry their own seeds)
     lease_timeout_s: float = 600.0  # a leased work item not reported by then goes out again
     reward_workers: int = 0  # 0: score in the sampler's thread; >0: a process pool (bounds hangs)
+    # where the token ids, log-probs and texts of reported samples travel: object_store (one Ray object a
+    # report batch, owned by the sampler; the queue sees only metadata, the learner fetches) or inline
+    # (inside the report, through the queue actor and the driver)
+    payload_transport: str = "object_store"
     # custom Ray resources each sampler asks for besides CPUs/GPUs, e.g. {node_a: 1}: only nodes started
     # with `ray start --resources '{"node_a": N}'` host samplers (pin samplers and learners to node pools)
     resources: dict[str, float] = field(default_factory=dict)
@@ -276,6 +280,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "algo.est_weight": ("inv_sqrt", "inv"),
     "algo.loss_agg": ("token_mean", "seq_mean_token_mean"),
     "sampler.engine": ("vllm",),
+    "sampler.payload_transport": ("object_store", "inline"),
     "learner.dtype": ("auto", "float32", "bfloat16"),
     "weight_sync.backend": ("auto", "gloo", "nccl"),
     "weight_sync.packing": ("auto", "per_tensor", "flat", "hybrid"),

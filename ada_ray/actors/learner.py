@@ -30,6 +30,7 @@ class Learner:
         self.bus = None
         self.busy_s = 0.0
         self.nonfinite_streak = 0
+        self.staged = None  # the share `stage` fetched, for the next train_step(None, ...)
 
     def write_probe(self, directory: str) -> tuple[str, Optional[str]]:
         """Write `<directory>/learner_<rank>` (a folder or a storage URI) holding this actor's node
@@ -106,10 +107,33 @@ class Learner:
 
     # -- training ---------------------------------------------------------------------------------
 
-    def train_step(self, minibatches: list, version: int) -> dict:
-        """minibatches: [(rows as dicts, global tokens, global seqs)]; returns metrics."""
+    def stage(self, minibatches: list, timeout_s: float = 600.0) -> list[str]:
+        """Fetch the payloads this share's rows name (one call for all of them) and keep the share for
+        `train_step(None, ...)`. [] when everything came; else the owners whose batches are lost (nothing
+        is kept: no learner trains, the cohort goes back to the queue)."""
+        from ada_ray.actors.ray_payloads import RayPayloadStore
+        from ada_ray.algo.payloads import LostPayloads
+        from ada_ray.learner.batching import fill_rows, share_batches
+
+        self.staged = None
+        batches = share_batches(minibatches)
+        if batches:
+            try:
+                fill_rows(minibatches, RayPayloadStore().fetch(batches, timeout_s))
+            except LostPayloads as e:
+                return e.owners
+        self.staged = minibatches
+        return []
+
+    def train_step(self, minibatches: Optional[list], version: int) -> dict:
+        """minibatches: [(rows as dicts, global tokens, global seqs)], or None for the share `stage` fetched;
+        returns metrics."""
         from ada_ray.learner.core import Row
 
+        if minibatches is None:
+            if getattr(self, "staged", None) is None:
+                raise RuntimeError(f"learner {self.rank}: train_step(None) with no staged share (call stage first)")
+            minibatches, self.staged = self.staged, None
         t0 = time.perf_counter()
         batches = [([Row(**r) for r in rows], tok, seqs) for rows, tok, seqs in minibatches]
         metrics = self.core.train(batches, self.world_size)

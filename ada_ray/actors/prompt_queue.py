@@ -12,6 +12,13 @@ process's heap is frozen out of the cyclic garbage collector (`settle_heap`): th
 as the queue, and with a million prompts every collection walking them made unpickling a report and
 pickling a cohort 3-7x dearer (1M prompts: 84 -> 34 us of queue work an item in process, 116 -> 97 us of
 the actor's CPU in bench scale; BENCHMARKS.md).
+
+Payloads (sampler.payload_transport = object_store): reported samples carry only metadata and the
+PayloadBatch their token ids are in; the queue never fetches them, except to write a checkpoint
+(`state_dict` fills every held sample first: a checkpoint holds no reference that dies with a
+process). A retired sampler's batches are gone with it: `release_sampler(retire=True)` samples again
+every prompt that held one (WorkScheduler.lose_owners); `return_cohort` takes back a cohort the learner
+could not fetch.
 """
 
 from __future__ import annotations
@@ -24,7 +31,9 @@ from typing import Optional
 import ray
 
 from ada_ray.actors.lease_waiters import LeaseWaiters
-from ada_ray.algo.scheduler import WorkScheduler
+from ada_ray.actors.ray_payloads import RayPayloadStore
+from ada_ray.algo.payloads import LostPayloads, fill, remote_batches
+from ada_ray.algo.scheduler import CohortResult, WorkScheduler
 from ada_ray.algo.types import Signal
 from ada_ray.config import from_dict
 
@@ -58,6 +67,7 @@ class PromptQueue:
         self.waiters = LeaseWaiters()  # samplers' lease calls waiting for work
         self.retired: set[str] = set()  # sampler ids released for good (killed or replaced): never leased to again
         self.stopped = False
+        self.payloads = RayPayloadStore()  # fetches payloads for a checkpoint (owns none)
         self.busy_s = 0.0  # time spent inside scheduler calls (queue overhead)
         self.calls = 0
         settle_heap()
@@ -133,10 +143,18 @@ class PromptQueue:
         under a new id): its waiting lease calls end with STOP and any later call from it (one in flight
         when it was killed) gets STOP and no work - work granted to a process that is being killed would
         sit in the lease table until its lease expired, the cohort waiting with it."""
+        n = self.sched.release_sampler(sampler_id)
         if retire:
             self.retired.add(sampler_id)
             self.waiters.drop(sampler_id, Signal.STOP)
-        n = self.sched.release_sampler(sampler_id)
+            self.sched.lose_owners([sampler_id])  # its payload batches died with it
+        self._notify()
+        return n
+
+    async def return_cohort(self, result: CohortResult, owners: list[str]) -> int:
+        """The learner could not fetch the payloads of `owners` in the cohort just taken: it is open
+        again, those prompts sampled again. Prompts restarted."""
+        n = self.sched.return_cohort(result, owners)
         self._notify()
         return n
 
@@ -155,7 +173,8 @@ class PromptQueue:
         s = self.sched
         return {"busy_s": self.busy_s, "calls": self.calls, "waiting_leases": len(self.waiters), "ready_items": len(s.ready),
                 "leased_items": len(s.leases), "leased_by": s.leases.holders(), "inflight_prompts": len(s.inflight),
-                "open_cohorts": len(s.cohorts), "version": s.version}
+                "open_cohorts": len(s.cohorts), "version": s.version,
+                "prompts_reissued": s.prompt_counts.prompts_reissued}
 
     async def resources(self) -> dict:
         """This process's CPU seconds so far and its memory: RSS, and the anonymous part of it (what the
@@ -168,8 +187,24 @@ class PromptQueue:
         return {"cpu_s": cpu.user + cpu.system, "rss_mb": mem.rss / 2**20,
                 "anon_mb": (mem.rss - mem.shared) / 2**20, "uss_mb": mem.uss / 2**20}
 
-    async def state_dict(self) -> dict:
-        return self.sched.state_dict()
+    async def state_dict(self, fetch_timeout_s: float = 300.0) -> dict:
+        """The scheduler's state, every held sample whole: payloads are fetched first (off the event loop;
+        a batch that is lost restarts its prompts), and the state is written with no wait after the
+        last check, so no sample reported meanwhile is left without its payload."""
+        loop = asyncio.get_running_loop()
+        for _ in range(100):
+            samples = list(self.sched.held_samples())
+            batches = remote_batches(samples)
+            if not batches:
+                return self.sched.state_dict()
+            try:
+                fetched = await loop.run_in_executor(None, self.payloads.fetch, batches, fetch_timeout_s)
+            except LostPayloads as e:
+                self.sched.lose_owners(e.owners)
+                self._notify()
+                continue
+            fill([x for x in samples if x.payload is not None and x.payload[0].key in fetched], fetched)
+        raise RuntimeError("queue state: samples kept arriving without their payloads through 100 fetches")
 
     async def load_state_dict(self, state: dict) -> None:
         self.sched.load_state_dict(state)

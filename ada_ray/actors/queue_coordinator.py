@@ -54,6 +54,11 @@ class QueueCoordinator:
             return Signal.END
         return qs.merge_cohorts(index, parts)
 
+    async def return_cohort(self, result: CohortResult, owners: list[str]) -> int:
+        """The cohort just taken goes back to the shards it came from (the learner lost payloads of `owners`)."""
+        parts = qs.split_cohort(result, len(self.shards))
+        return sum(await asyncio.gather(*[s.return_cohort.remote(p, owners) for s, p in zip(self.shards, parts)]))
+
     async def set_version(self, version: int) -> None:
         await self._all("set_version", version)
 

@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 import ray
 
+from ada_ray.actors.ray_payloads import RayPayloadStore
 from ada_ray.actors.sampler_loop import SamplerLoop
 from ada_ray.config import from_dict
 
@@ -59,7 +60,9 @@ class Sampler:
         # work kept in the engine: twice what it runs at once, so finished sequences are replaced
         # from its own waiting queue, without waiting for a lease round trip
         self.loop = SamplerLoop(sampler_id, self.engine, RayQueueLink(prompt_queue), self.scorer,
-                                capacity=2 * self.cfg.sampler.max_num_seqs, version=version)
+                                capacity=2 * self.cfg.sampler.max_num_seqs, version=version,
+                                payloads=RayPayloadStore() if self.cfg.sampler.payload_transport == "object_store"
+                                else None)
         self.thread = threading.Thread(target=self.loop.run, name=f"sampler-{sampler_id}", daemon=True)
         self.thread.start()
 

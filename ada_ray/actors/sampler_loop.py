@@ -26,6 +26,7 @@ from typing import Any, Callable, Optional
 from ada_ray.actors.sampler_leases import LeaseFeeder
 from ada_ray.actors.sampler_links import QueueLink, Scorer
 from ada_ray.actors.sampler_reports import Job, ReportPipeline, settle
+from ada_ray.algo.payloads import PayloadStore
 from ada_ray.algo.types import WorkItem
 from ada_ray.engines.protocol import Engine, Finished
 
@@ -41,7 +42,7 @@ class SamplerLoop:
     stop_flush_s = 10.0  # how long a stop waits for the last reports to be scored, sent and answered
 
     def __init__(self, sampler_id: str, engine: Engine, queue: QueueLink, scorer: Scorer, capacity: int,
-                 version: int = 0):
+                 version: int = 0, payloads: Optional[PayloadStore] = None):
         self.id = sampler_id
         self.engine = engine
         self.version = version
@@ -55,7 +56,7 @@ class SamplerLoop:
         self.inflight_samples = 0
         self.evals: dict[str, tuple[str, int]] = {}  # request id -> (eval batch id, prompt index)
         self.eval_batches: dict[str, dict] = {}
-        self.reports = ReportPipeline(sampler_id, queue, scorer)
+        self.reports = ReportPipeline(sampler_id, queue, scorer, payloads)
         self.feeder = LeaseFeeder(sampler_id, queue, capacity, self._scoring_behind, self._wake)
         # busy_s: engine steps; lease_s: adding leased work to the engine; cpu_s: the loop thread's
         # CPU time (what other processes on the machine take does not count there)

@@ -5,7 +5,9 @@ work, or an evaluation prompt; one append under a lock, one wake-up of this thre
 straight back to stepping the engine. This thread takes everything handed over since its last
 pass, scores it in one scorer call (the reward worker pool, when configured, scores it in
 parallel), builds the Samples and sends them to the queue in one `report_many` call that it does
-not wait for. It looks at the answers every `answer_poll_s` (and at once while a flush waits), so a
+not wait for. With a PayloadStore (sampler.payload_transport = object_store, the default) the pass's
+token ids, log-probs and texts go into the store as one batch and the queue gets only metadata
+(algo/payloads.py). It looks at the answers every `answer_poll_s` (and at once while a flush waits), so a
 scheduler error still surfaces (`error`, which the loop raises and dies of).
 
 Guarantees: reports leave in the order the loop handed the items over; a reward function that
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from ada_ray.actors.sampler_links import QueueLink, Scorer
+from ada_ray.algo.payloads import PayloadStore, pack, remote_sample
 from ada_ray.algo.types import Sample, WorkItem
 from ada_ray.engines.protocol import Completion
 
@@ -73,14 +76,16 @@ class ReportPipeline:
     flush_poll_s = 0.005
     idle_s = 1.0
 
-    def __init__(self, sampler_id: str, queue: QueueLink, scorer: Scorer):
+    def __init__(self, sampler_id: str, queue: QueueLink, scorer: Scorer, payloads: Optional[PayloadStore] = None):
         self.id = sampler_id
         self.queue = queue
         self.scorer = scorer
+        self.payloads = payloads  # None: token ids and log-probs ride in the report (inline transport)
         self.error: Optional[str] = None
         self.last_scorer_error: Optional[str] = None
         self.stats = {"items": 0, "samples": 0, "tokens": 0, "reward_errors": 0, "scorer_failures": 0,
-                      "score_s": 0.0, "report_s": 0.0, "report_calls": 0, "report_cpu_s": 0.0}
+                      "score_s": 0.0, "report_s": 0.0, "report_calls": 0, "report_cpu_s": 0.0, "payload_batches": 0,
+                      "payload_mb": 0.0}
         self._cv = threading.Condition()
         self._jobs: list[Job] = []  # handed over, not yet taken by the thread
         self._taken = 0  # taken by the thread, not yet scored and sent
@@ -198,16 +203,27 @@ class ReportPipeline:
 
     def _send(self, jobs: list[Job]) -> None:
         scores = self._score(jobs)
-        reports: list[tuple[int, list[Sample]]] = []
+        work: list[tuple[Job, Scores]] = []
         i = 0
         for j in jobs:
             mine, i = scores[i:i + len(j.completions)], i + len(j.completions)
             if j.item is None:
                 j.on_scores(mine)
-                continue
+            else:
+                work.append((j, mine))
+        batch = self._put_payloads([c for j, _ in work for c in j.completions]) if work and self.payloads else None
+        reports: list[tuple[int, list[Sample]]] = []
+        row = 0
+        for j, mine in work:
             it = j.item
-            samples = [Sample(it.prompt_id, c.token_ids, c.logprobs, score, j.start_version, it.round, c.text,
-                              c.finish_reason, failed) for c, (score, failed) in zip(j.completions, mine)]
+            if batch is None:
+                samples = [Sample(it.prompt_id, c.token_ids, c.logprobs, score, j.start_version, it.round, c.text,
+                                  c.finish_reason, failed) for c, (score, failed) in zip(j.completions, mine)]
+            else:
+                samples = [remote_sample(it.prompt_id, score, j.start_version, batch, row + r, len(c.token_ids),
+                                         it.round, c.finish_reason, failed)
+                           for r, (c, (score, failed)) in enumerate(zip(j.completions, mine))]
+                row += len(j.completions)
             reports.append((it.item_id, samples))
             self.stats["items"] += 1
             self.stats["samples"] += len(samples)
@@ -220,6 +236,14 @@ class ReportPipeline:
             self._unanswered.append(self.queue.report_many(self.id, reports))
             self.stats["report_s"] += time.perf_counter() - t0
             self.stats["report_calls"] += 1
+
+    def _put_payloads(self, completions: list[Completion]):
+        """One batch in the payload store for every sample of this pass."""
+        arrays = pack([c.token_ids for c in completions], [c.logprobs or [] for c in completions],
+                      [c.text for c in completions])
+        self.stats["payload_batches"] += 1
+        self.stats["payload_mb"] += (arrays["ids"].nbytes + arrays["logprobs"].nbytes) / 2**20
+        return self.payloads.put(arrays, self.id)
 
     def _collect(self) -> None:
         """Take the answers that have come (without waiting); a refused report raises here."""

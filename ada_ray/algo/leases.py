@@ -97,6 +97,18 @@ class LeaseTable:
         self.counts.completed += 1
         return self._leases.pop(item_id).item
 
+    def cancel(self, item_ids: list[int]) -> None:
+        """These items' work is no longer wanted (their prompt starts over): their leases end, counted
+        as cancelled; a late report for one changes nothing."""
+        for iid in item_ids:
+            del self._leases[iid]
+        self.counts.cancelled += len(item_ids)
+
+    def find(self, cohort: int, prompt_id: str) -> list[int]:
+        """The ids of the leased items of this prompt in this cohort."""
+        return [iid for iid, lease in self._leases.items()
+                if lease.item.cohort == cohort and lease.item.prompt_id == prompt_id]
+
     def cancel_all(self) -> None:
         """End of run: every outstanding lease is cancelled."""
         self.counts.cancelled += len(self._leases)

@@ -118,6 +118,19 @@ def merge_cohorts(index: int, parts: Sequence[CohortResult]) -> CohortResult:
                         sum(p.samples_generated for p in parts), sum(p.skipped for p in parts))
 
 
+def split_cohort(result: CohortResult, shards: int) -> list[CohortResult]:
+    """A merged cohort back into each shard's part (what `return_cohort` gives each shard): groups and
+    dropped groups by their prompt's shard, draws as each part's prompts; the generated samples and
+    skips are counters a shard only sums, so the first part carries them."""
+    parts = []
+    for k in range(shards):
+        groups = [g for g in result.groups if shard_of(g.prompt_id, shards) == k]
+        dropped = [g for g in result.dropped if shard_of(g.prompt_id, shards) == k]
+        parts.append(CohortResult(result.index, groups, dropped, len(groups) + len(dropped), result.dapo_cap_hit,
+                                  result.samples_generated if k == 0 else 0, result.skipped if k == 0 else 0))
+    return parts
+
+
 def merge_wait(statuses: Sequence[Signal]) -> Signal:
     """The coordinator's answer from every shard's readiness: END when any shard has no such
     cohort (the run ends for all of them), READY when all are ready, else TIMEOUT."""

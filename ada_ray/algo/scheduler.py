@@ -26,7 +26,7 @@ import hashlib
 import heapq
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Collection, Optional, Sequence, Union
 
 from ada_ray.algo import scheduler_state
 from ada_ray.algo.estimator import PassRateEstimator
@@ -39,6 +39,10 @@ from ada_ray.algo.types import Group, Prompt, Sample, Signal, WorkItem
 
 if TYPE_CHECKING:
     from ada_ray.config import AlgoConfig
+
+
+def _made_by(samples: Sequence[Sample], owners: set[str]) -> bool:
+    return any(s.payload is not None and s.payload[0].owner in owners for s in samples)
 
 
 def item_seed(seed: int, prompt_id: str, cohort: int, round_: int) -> int:
@@ -180,9 +184,10 @@ class WorkScheduler:
         for p, k in zip(drawn, sizes):
             self._start_prompt(co, p, k)
 
-    def _start_prompt(self, co: Cohort, p: Prompt, k: int) -> None:
-        co.admitted.append(p.prompt_id)
-        co.draws += 1
+    def _start_prompt(self, co: Cohort, p: Prompt, k: int, new_draw: bool = True) -> None:
+        if new_draw:
+            co.admitted.append(p.prompt_id)
+            co.draws += 1
         key = (co.index, p.prompt_id)
         if key in self.inflight:
             raise SchedulerError(f"prompt {p.prompt_id} admitted twice into cohort {co.index}")
@@ -276,6 +281,75 @@ class WorkScheduler:
             co.held = []
         return True
 
+    # ------------------------------------------------------------------------------------------
+    # lost payloads (a sampler died while samples of its reports waited to be trained)
+    # ------------------------------------------------------------------------------------------
+
+    def lose_owners(self, owners: Collection[str]) -> int:
+        """The payload batches made by these samplers are gone (they died). Every prompt of an open
+        cohort holding a sample of theirs is sampled again from round 0 in its cohort (its outstanding
+        item cancelled; counted in prompts_reissued); nothing of theirs is trained. Prompts restarted."""
+        owners = set(owners)
+        if not owners:
+            return 0
+        restart: list[tuple[Cohort, str]] = []
+        for co in self.cohorts.values():
+            for pid in [pid for pid, g in co.groups.items() if _made_by(g.samples, owners)]:
+                del co.groups[pid]
+                restart.append((co, pid))
+            for g in co.dropped:  # never trained: only their record is kept, without the lost samples
+                keep = [i for i, x in enumerate(g.samples) if not _made_by([x], owners)]
+                g.samples, g.advantages = [g.samples[i] for i in keep], [g.advantages[i] for i in keep]
+        dead_items: set[tuple[int, str]] = set()
+        for (c, pid), st in list(self.inflight.items()):
+            if _made_by(st.pool, owners):
+                del self.inflight[(c, pid)]
+                dead_items.add((c, pid))
+                restart.append((self.cohorts[c], pid))
+        if dead_items:
+            self._cancel_items(dead_items)
+        for co, pid in restart:
+            self.prompt_counts.prompts_reissued += 1
+            p = self.prompts.get(pid)
+            self._start_prompt(co, p, self.strategy.first_round_sizes([p], self.estimator)[0], new_draw=False)
+        return len(restart)
+
+    def _cancel_items(self, keys: set[tuple[int, str]]) -> None:
+        """Cancel the outstanding item (ready, held at a barrier or leased) of each (cohort, prompt)."""
+        kept = [e for e in self.ready if (e[3].cohort, e[3].prompt_id) not in keys]
+        cancelled = len(self.ready) - len(kept)
+        if cancelled:
+            self.ready = kept
+            heapq.heapify(self.ready)
+        for co in {c for c, _ in keys}:
+            held = self.cohorts[co].held
+            self.cohorts[co].held = [it for it in held if (it.cohort, it.prompt_id) not in keys]
+            cancelled += len(held) - len(self.cohorts[co].held)
+        for c, pid in keys:
+            ids = self.leases.find(c, pid)
+            self.leases.cancel(ids)
+            cancelled += len(ids)
+        for c, _ in keys:
+            self.cohorts[c].running_items -= 1
+        if cancelled != len(keys):
+            raise SchedulerError(f"lost payloads: {len(keys)} prompt(s) in flight held {cancelled} outstanding items")
+
+    def return_cohort(self, result: CohortResult, owners: Collection[str]) -> int:
+        """The last cohort taken could not be trained: payloads of `owners` were gone when the learner
+        fetched them. It is open again with its other groups as they were; the prompts with a lost
+        sample are sampled again (lose_owners). Prompts restarted."""
+        if result.index != self.first_untaken - 1:
+            raise SchedulerError(f"only the last cohort taken ({self.first_untaken - 1}) can come back, "
+                                 f"not {result.index}")
+        co = Cohort(result.index, len(result.groups), [g.prompt_id for g in result.groups] +
+                    [g.prompt_id for g in result.dropped], {g.prompt_id: g for g in result.groups},
+                    list(result.dropped), draws=result.draws, cap_hit=result.dapo_cap_hit,
+                    samples=result.samples_generated, skipped=result.skipped)
+        self.cohorts = {result.index: co, **self.cohorts}
+        self.first_untaken -= 1
+        self.prompt_counts.prompts_trained -= len(result.groups)
+        return self.lose_owners(owners)
+
     def _finish(self, co: Cohort, st: PromptState) -> None:
         del self.inflight[(co.index, st.prompt.prompt_id)]
         self.estimator.update(st.prompt.prompt_id, st.pool_size, len(st.pos))
@@ -334,6 +408,16 @@ class WorkScheduler:
             self.prompt_counts.prompts_cancelled += len(co.groups)
             co.groups.clear()
             co.held.clear()
+
+    def held_samples(self):
+        """Every sample the scheduler holds: finished groups (kept and dropped) of open cohorts, pools in flight."""
+        for co in self.cohorts.values():
+            for g in co.groups.values():
+                yield from g.samples
+            for g in co.dropped:
+                yield from g.samples
+        for st in self.inflight.values():
+            yield from st.pool
 
     def outstanding(self) -> int:
         return len(self.leases)

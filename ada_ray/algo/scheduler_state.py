@@ -53,6 +53,7 @@ class PromptCounts:
     prompts_trained: int = 0
     prompts_dropped: int = 0
     prompts_cancelled: int = 0
+    prompts_reissued: int = 0  # prompts sampled again from round 0: their payloads died with a sampler
 
 
 _ITEM_KEYS = [f.name for f in dataclasses.fields(ItemCounts)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Optional
+from typing import Any, Optional
 
 
 class Signal(StrEnum):
@@ -46,6 +46,10 @@ class PackedList:
         if obj is None:  # the dataclass asks for a default: there is none
             raise AttributeError(self.name)
         value = obj.__dict__[self.slot]
+        if value is None:
+            raise PayloadNotFetched(f"{type(obj).__name__}.{self.name} of prompt {getattr(obj, 'prompt_id', '?')} is "
+                                    f"off the control plane (payload batch {obj.payload[0].key}, row {obj.payload[1]}): "
+                                    "fetch it first (algo/payloads.py)")
         if type(value) is bytes:
             decoded = array(self.typecode)
             decoded.frombytes(value)
@@ -55,9 +59,9 @@ class PackedList:
     def __set__(self, obj, value) -> None:
         obj.__dict__[self.slot] = value
 
-    def packed(self, obj) -> bytes:
+    def packed(self, obj) -> Optional[bytes]:
         value = obj.__dict__[self.slot]
-        if type(value) is bytes:
+        if value is None or type(value) is bytes:  # None: the payload is elsewhere (Sample.payload)
             return value
         try:
             return array(self.typecode, value).tobytes()
@@ -68,7 +72,31 @@ class PackedList:
 
     def length(self, obj) -> int:
         value = obj.__dict__[self.slot]
+        if value is None:
+            return obj.payload[2]
         return len(value) // self.itemsize if type(value) is bytes else len(value)
+
+
+class PayloadNotFetched(RuntimeError):
+    """A sample's token ids or log-probs were read where only its metadata is (see Sample.payload)."""
+
+
+@dataclass(frozen=True)
+class PayloadBatch:
+    """One report's payloads (token ids, log-probs, texts of every sample a sampler reported in one call),
+    kept off the control plane: `handle` is the transport's opaque reference (with Ray, the ObjectRef
+    inside a list, so Ray passes it through every actor call without dereferencing it), `owner` the
+    sampler that made it (the batch dies with it), `key` a name unique in the run."""
+
+    key: str
+    owner: str
+    handle: Any
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, PayloadBatch) and other.key == self.key
 
 
 _COMPLETION_IDS = PackedList("i", 4)
@@ -81,7 +109,10 @@ class Sample:
     produced it, the behaviour log-probs of its tokens, and its reward (ARCHITECTURE invariant 2).
 
     The token ids (int32) and log-probs (float64, exact) are `PackedList`s: a Sample pickles them as
-    bytes, and a process that never reads them (the PromptQueue) never unpacks them."""
+    bytes, and a process that never reads them never unpacks them. Off the control plane (the default
+    transport) they are not here at all: `payload` = (PayloadBatch, row, number of tokens) names where
+    they are, completion_ids / behaviour_logprobs are None and reading them raises PayloadNotFetched until
+    `fill_payload` puts them back (algo/payloads.py: the learner's fetch, a checkpoint's)."""
 
     prompt_id: str
     completion_ids: list[int] = _COMPLETION_IDS  # type: ignore[assignment]
@@ -92,6 +123,7 @@ class Sample:
     text: str = ""
     finish_reason: str = "stop"
     reward_error: bool = False  # the verifier raised or timed out (scored 0)
+    payload: Optional[tuple] = None  # (PayloadBatch, row, tokens) while the token ids etc. are elsewhere
 
     def positive(self, threshold: float) -> bool:
         return self.reward > threshold
@@ -101,18 +133,34 @@ class Sample:
         """len(completion_ids), without unpacking them."""
         return _COMPLETION_IDS.length(self)
 
+    def __repr__(self) -> str:
+        where = f"payload={self.payload[0].key}[{self.payload[1]}]" if self.remote else f"tokens={self.num_tokens}"
+        return (f"Sample(prompt_id={self.prompt_id!r}, reward={self.reward}, version={self.version}, round={self.round}, "
+                f"{where})")
+
+    @property
+    def remote(self) -> bool:
+        """True while the token ids, log-probs and text are in a PayloadBatch, not here."""
+        return self.__dict__["_completion_ids"] is None
+
+    def fill_payload(self, completion_ids, behaviour_logprobs, text: str) -> None:
+        """Put the fetched payload back (packed bytes or lists); the sample is whole again."""
+        self.__dict__.update(_completion_ids=completion_ids, _behaviour_logprobs=behaviour_logprobs, text=text,
+                             payload=None)
+
     def __reduce__(self):
         return _sample_from_wire, (self.prompt_id, _COMPLETION_IDS.packed(self), _BEHAVIOUR_LOGPROBS.packed(self),
-                                   self.reward, self.version, self.round, self.text, self.finish_reason, self.reward_error)
+                                   self.reward, self.version, self.round, self.text, self.finish_reason, self.reward_error,
+                                   self.payload)
 
 
 def _sample_from_wire(prompt_id, completion_ids, behaviour_logprobs, reward, version, round_, text, finish_reason,
-                      reward_error) -> Sample:
+                      reward_error, payload=None) -> Sample:
     """Unpickle without running __init__ (a third of the cost; the PromptQueue unpickles every sample)."""
     s = object.__new__(Sample)
     s.__dict__ = {"prompt_id": prompt_id, "_completion_ids": completion_ids, "_behaviour_logprobs": behaviour_logprobs,
                   "reward": reward, "version": version, "round": round_, "text": text, "finish_reason": finish_reason,
-                  "reward_error": reward_error}
+                  "reward_error": reward_error, "payload": payload}
     return s
 
 

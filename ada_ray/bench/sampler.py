@@ -58,7 +58,12 @@ class BareVLLM:
 
 
 def cohort_token_ids(cohort, prompt_ids: list[str]) -> list[list[list[int]]]:
-    """The cohort's token ids in the bare run's layout: per prompt (in `prompt_ids` order), its samples."""
+    """The cohort's token ids in the bare run's layout: per prompt (in `prompt_ids` order), its samples
+    (payloads off the queue are fetched from the sampler's object store first)."""
+    from ada_ray.actors.ray_payloads import RayPayloadStore
+    from ada_ray.algo.payloads import fetch_into
+
+    fetch_into(RayPayloadStore(), [s for g in cohort.groups for s in g.samples], RPC_TIMEOUT_S)
     by_prompt = {g.prompt_id: [list(s.completion_ids) for s in g.samples] for g in cohort.groups}
     return [by_prompt.get(p, []) for p in prompt_ids]
 

@@ -5,7 +5,10 @@ processes spin on the CPU, and samples every `interval` seconds the resident mem
 driver and of every actor process (PromptQueue, Sampler, Learner, and their reward workers). Reports
 per process the RSS after warm-up (first quarter of the steps) and at the end, the growth between
 them and the least-squares slope over the second half (MB per 100 steps), and after the run which
-of the run's processes are still alive (there must be none). Writes soak.json and soak_rss.png.
+of the run's processes are still alive (there must be none). Also Ray's object store on this node (MB
+used and objects held: the sample payloads live there, sampler.payload_transport = object_store) with
+the same after-warm-up / end / slope figures: a run that keeps references to what it trained grows
+there. Writes soak.json and soak_rss.png.
 Run it alone on the host: actor processes are found by their titles (ray::Sampler, ...).
 """
 
@@ -51,6 +54,7 @@ class RssSampler(threading.Thread):
         self.interval = interval
         self.step = 0
         self.samples: list[tuple[float, int, dict[str, float]]] = []
+        self.store: list[tuple[int, float, int]] = []  # (step, object store MB used, objects held)
         self.pids: dict[int, str] = {}
         self._stop_evt = threading.Event()
         self.t0 = time.time()
@@ -76,10 +80,40 @@ class RssSampler(threading.Thread):
     def run(self) -> None:
         while not self._stop_evt.wait(self.interval):
             self.samples.append((time.time() - self.t0, self.step, self.snapshot()))
+            used = object_store_used()
+            if used is not None:
+                self.store.append((self.step, *used))
 
     def stop(self) -> None:
         self._stop_evt.set()
         self.join()
+
+
+def object_store_used() -> tuple[float, int] | None:
+    """(MB used, objects held) in the object store of the cluster this process is connected to; None when
+    not connected (or this Ray has no such report: it is Ray's internal API)."""
+    try:
+        import ray
+        from ray._private.internal_api import get_memory_info_reply
+        from ray._private.state import state
+
+        if not ray.is_initialized():
+            return None
+        st = get_memory_info_reply(state, timeout_seconds=10).store_stats
+        return st.object_store_bytes_used / 2**20, int(st.num_local_objects)
+    except Exception:  # noqa: BLE001 - a figure of the bench, never its failure
+        return None
+
+
+def analyse_store(points: list[tuple[int, float, int]], steps: int) -> dict:
+    """The object store's MB and objects after warm-up, at the end, at most, and the objects' slope."""
+    if not points:
+        return {}
+    warm = [p for p in points if p[0] >= steps // 4] or [points[-1]]
+    late = [(s, float(n)) for s, _, n in points if s >= steps // 2]
+    return {"mb_after_warmup": warm[0][1], "mb_end": points[-1][1], "mb_max": max(p[1] for p in points),
+            "objects_after_warmup": warm[0][2], "objects_end": points[-1][2], "objects_max": max(p[2] for p in points),
+            "objects_slope_per_100_steps": _slope(late), "samples": len(points)}
 
 
 def _slope(points: list[tuple[int, float]]) -> float:
@@ -184,6 +218,7 @@ def run(steps: int = 300, out_dir: Path = Path("results"), smoke: bool = False, 
     procs = analyse(watcher.samples, steps)
     result = {"steps": steps, "hog": hog, "interval_s": interval, "exit_code": code, "wall_s": wall,
               "processes": procs, "leftover_processes": left, "overrides": list(overrides or []),
+              "object_store": analyse_store(watcher.store, steps),
               "max_growth_pct": max((p["growth_pct"] for p in procs.values()), default=0.0),
               "series": [{"t": round(t, 1), "step": s, "rss_mb": {k: round(v, 1) for k, v in snap.items()}}
                          for t, s, snap in watcher.samples]}
@@ -202,5 +237,10 @@ def format_table(result: dict) -> str:
     for label, p in result["processes"].items():
         lines.append(f"| {label} | {p['rss_after_warmup_mb']:.0f} | {p['rss_end_mb']:.0f} | {p['growth_mb']:+.1f} | "
                      f"{p['growth_pct']:+.1f} | {p['slope_mb_per_100_steps']:+.2f} |")
+    st = result.get("object_store") or {}
+    if st:
+        lines.append(f"object store: {st['mb_after_warmup']:.1f} MB / {st['objects_after_warmup']} objects after warm-up, "
+                     f"{st['mb_end']:.1f} MB / {st['objects_end']} at the end, at most {st['mb_max']:.1f} MB / "
+                     f"{st['objects_max']}; objects slope {st['objects_slope_per_100_steps']:+.1f} per 100 steps (2nd half)")
     lines.append(f"leftover processes after exit: {result['leftover_processes'] or 'none'}")
     return "\n".join(lines)

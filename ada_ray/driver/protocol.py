@@ -24,7 +24,12 @@ class DriverRuntime(Protocol):
         """The cohort trained at `step`; Signal.END when there is none, Signal.TIMEOUT after `timeout_s`."""
 
     def train(self, cohort: CohortResult, step: int) -> dict:
-        """Every learner trains on its share; the merged learner metrics (without the `learner/` prefix)."""
+        """Every learner trains on its share; the merged learner metrics (without the `learner/` prefix).
+        Raises algo.payloads.CohortPayloadsLost (and trains nothing) when payloads of the cohort are gone."""
+
+    def return_cohort(self, cohort: CohortResult, owners: list[str]) -> int:
+        """A cohort `train` could not fetch goes back to the queue; the prompts with a sample of `owners`
+        are sampled again. Prompts restarted."""
 
     def sync_weights(self, version: int) -> dict:
         """New weights to every sampler as `version`; the queue learns the version. `sync/*` metrics."""

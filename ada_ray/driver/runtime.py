@@ -18,9 +18,10 @@ from ada_ray.driver import cluster as cl
 from ada_ray.actors.learner import Learner
 from ada_ray.actors.queue_coordinator import build_queue
 from ada_ray.actors.sampler import Sampler
+from ada_ray.algo.payloads import CohortPayloadsLost
 from ada_ray.algo.queue_shards import shard_states
 from ada_ray.algo.types import Signal
-from ada_ray.learner.batching import learner_shares
+from ada_ray.learner.batching import learner_shares, share_batches
 from ada_ray.config import AdaRayConfig, to_dict
 from ada_ray.driver.run_storage import not_shared, probe_problems
 from ada_ray.errors import AdaRayError
@@ -184,6 +185,12 @@ class Runtime:
 
     def train(self, cohort, step: int) -> dict:
         shares = learner_shares(cohort.groups, len(self.learners), self.cfg.learner.mini_batches)
+        if any(share_batches(share) for share in shares):  # payloads off the queue: learners fetch them first
+            lost = _get([lrn.stage.remote(share) for lrn, share in zip(self.learners, shares)], 900,
+                        "learner payload fetch")
+            if any(lost):
+                raise CohortPayloadsLost([o for owners in lost for o in owners])
+            shares = [None] * len(self.learners)
         outs = _get([lrn.train_step.remote(share, step) for lrn, share in zip(self.learners, shares)], 3600,
                     "learner step")
         merged: dict[str, float] = {}
@@ -196,6 +203,15 @@ class Runtime:
                 else:
                     merged[k] = merged.get(k, 0.0) + w * v
         return merged
+
+    def return_cohort(self, cohort, owners: list[str]) -> int:
+        """The cohort could not be trained (payloads of `owners` lost): back to the queue, those prompts
+        sampled again; samplers that died are replaced. Prompts restarted."""
+        n = _get(self.queue.return_cohort.remote(cohort, list(owners)), 60, "return cohort")
+        dead = self.dead_samplers()
+        if dead:
+            self.replace_samplers(dead, "died (its payloads were lost)")
+        return n
 
     def _broadcast(self, version: int) -> dict:
         """One update: the meta to every sampler (one call each), the tensors over the bus. A sampler

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ada_ray import storage
+from ada_ray.algo.payloads import CohortPayloadsLost
 from ada_ray.algo.types import Signal
 from ada_ray.config import AdaRayConfig
 from ada_ray.driver import checkpoint as ckpt
@@ -141,10 +142,15 @@ def train_steps(rt: DriverRuntime, run: RunSetup, files: RunFiles, step: int, me
             progress.message(f"data exhausted after {step} steps")
             break
         timer.lap("wait")
+        m = cohort_metrics(cohort, step, cfg.algo.max_rounds)
+        try:
+            m.update({f"learner/{k}": v for k, v in rt.train(cohort, step).items()})
+        except CohortPayloadsLost as e:  # a sampler died with samples of this cohort: sample them again
+            n = rt.return_cohort(cohort, e.owners)
+            progress.message(f"step {step}: {e}; {n} prompt(s) of the cohort are sampled again")
+            continue
         generated += cohort.samples_generated
         files.record_trained(step, cohort)
-        m = cohort_metrics(cohort, step, cfg.algo.max_rounds)
-        m.update({f"learner/{k}": v for k, v in rt.train(cohort, step).items()})
         timer.lap("train")
         check_finite(m, cfg)
         step += 1

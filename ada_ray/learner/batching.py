@@ -4,23 +4,58 @@ Mini-batch j takes groups j, j+M, j+2M, ... (M = learner.mini_batches, each one 
 inside a mini-batch, groups go to the learner with the fewest tokens so far (largest first), so
 data-parallel ranks do similar work. Every share carries the mini-batch's global token and
 sequence counts: the loss denominators that make data-parallel token-mean exact.
+
+A sample whose payload is off the control plane becomes a row with `payload` = (PayloadBatch, row)
+and no completion yet: the learner fetches every batch of its share in one call (`fill_rows`) before
+it trains, so the token ids go from the sampler's object store to the learner and nowhere else.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from ada_ray.algo.types import Group
+import numpy as np
+
+from ada_ray.algo.payloads import row as payload_row
+from ada_ray.algo.types import Group, PayloadBatch, Sample
 
 
 def group_rows(g: Group) -> list[dict]:
-    return [{"prompt": list(g.prompt_ids), "completion": list(s.completion_ids),
-             "behaviour_logprobs": list(s.behaviour_logprobs), "advantage": float(a), "version": int(s.version)}
-            for s, a in zip(g.samples, g.advantages)]
+    return [_row(g, s, a) for s, a in zip(g.samples, g.advantages)]
+
+
+def _row(g: Group, s: Sample, a: float) -> dict:
+    r = {"prompt": list(g.prompt_ids), "advantage": float(a), "version": int(s.version)}
+    if s.remote:
+        r["payload"] = (s.payload[0], s.payload[1])
+    else:
+        r["completion"], r["behaviour_logprobs"] = list(s.completion_ids), list(s.behaviour_logprobs)
+    return r
 
 
 def _tokens(g: Group) -> int:
-    return sum(len(s.completion_ids) for s in g.samples)
+    return sum(s.num_tokens for s in g.samples)
+
+
+def share_batches(share: Sequence[tuple[list[dict], float, float]]) -> list[PayloadBatch]:
+    """The distinct payload batches a learner's share needs."""
+    seen: dict[str, PayloadBatch] = {}
+    for rows, _, _ in share:
+        for r in rows:
+            if "payload" in r:
+                seen.setdefault(r["payload"][0].key, r["payload"][0])
+    return list(seen.values())
+
+
+def fill_rows(share: Sequence[tuple[list[dict], float, float]], fetched: dict[str, dict]) -> None:
+    """Each row's completion and behaviour log-probs from the fetched batches (in place)."""
+    for rows, _, _ in share:
+        for r in rows:
+            if "payload" in r:
+                batch, i = r.pop("payload")
+                ids, lps, _ = payload_row(fetched[batch.key], i)
+                r["completion"] = np.frombuffer(ids, dtype=np.int32).tolist()
+                r["behaviour_logprobs"] = np.frombuffer(lps, dtype=np.float64).tolist()
 
 
 def learner_shares(groups: Sequence[Group], num_learners: int, mini_batches: int) -> list[list[tuple[list[dict], float, float]]]:

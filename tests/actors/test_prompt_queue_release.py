@@ -45,3 +45,29 @@ def test_a_live_sampler_released_without_retiring_keeps_leasing():
         assert first[0].prompt_id in {it.prompt_id for it in again}
 
     asyncio.run(main())
+
+
+def test_a_retired_samplers_reported_samples_are_sampled_again():
+    """Its payloads died with it: the prompts holding one restart (counted), the others keep their rounds."""
+    from ada_ray.algo.payloads import LocalPayloadStore, pack, remote_sample
+
+    async def main():
+        q, store = make_queue(), LocalPayloadStore()
+        mine, theirs = await q.lease("sampler-0", 1), await q.lease("sampler-1", 1)
+
+        def report(owner, it):
+            batch = store.put(pack([[5]] * it.num_samples, [[-0.1]] * it.num_samples, [""] * it.num_samples), owner)
+            return q.report_many(owner, [(it.item_id, [remote_sample(it.prompt_id, float(i % 2), 0, batch, i, 1)
+                                                      for i in range(it.num_samples)])])
+
+        assert await report("sampler-0", mine[0]) == [True] and await report("sampler-1", theirs[0]) == [True]
+        await q.release_sampler("sampler-0", True)
+        stats = await q.stats()
+        assert stats["prompts_reissued"] == 1
+        redo = await q.lease("sampler-0.1", 10)
+        assert (mine[0].prompt_id, 0) in {(it.prompt_id, it.round) for it in redo}
+        assert theirs[0].prompt_id not in {it.prompt_id for it in redo}  # its group stands
+        acct = await q.accounting()
+        assert acct["items_ok"] and acct["prompts_ok"] and acct["prompts_reissued"] == 1
+
+    asyncio.run(main())

@@ -53,6 +53,25 @@ def test_reports_keep_the_order_items_finished_in_and_account_for_every_sample()
     assert all(s.prompt_id == f"p{iid}" and len(samples) == 2 for iid, samples in q.reports for s in samples)
 
 
+def test_with_a_payload_store_each_pass_puts_one_batch_and_reports_only_metadata():
+    from ada_ray.algo.payloads import LocalPayloadStore, fetch_into
+
+    q = ScriptedQueue([[item(1, k=2), item(2, k=3)]])
+    store = LocalPayloadStore()
+    engine = FakeEngine(first_j_right())
+    loop = make_loop(q, engine, payloads=store)
+    loop.sampling = True
+    tick(loop, 2)
+    assert [iid for iid, _ in q.reports] == [1, 2]
+    samples = [s for _, ss in q.reports for s in ss]
+    assert all(s.remote for s in samples) and len({s.payload[0].key for s in samples}) == 1  # one batch
+    assert [s.payload[1] for s in samples] == [0, 1, 2, 3, 4] and store.live == 1
+    assert [s.reward for s in samples] == [1.0, 0.0, 1.0, 0.0, 0.0]
+    assert fetch_into(store, samples, 1.0) == 5
+    assert all(s.completion_ids and len(s.behaviour_logprobs) == len(s.completion_ids) for s in samples)
+    assert loop.stats()["payload_batches"] == 1
+
+
 def test_a_scorer_that_fails_reports_every_sample_with_reward_0_and_reward_error():
     q = ScriptedQueue([[item(1, k=3)], [item(2)]])
     scorer = gated(error=RuntimeError("verifier pool died"))

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 from ada_ray import storage
+from ada_ray.algo.payloads import CohortPayloadsLost
 from ada_ray.algo.scheduler import CohortResult
 from ada_ray.algo.types import Group, Sample, Signal
 from ada_ray.evaluate import summarize
@@ -30,9 +31,12 @@ class FakeRuntime:
     past the script's end: Signal.END). `fail_train` maps a step to an exception train() raises;
     `nonfinite` maps a step to the nonfinite streak its learners report."""
 
-    def __init__(self, script: list, fail_train: Optional[dict] = None, nonfinite: Optional[dict] = None):
+    def __init__(self, script: list, fail_train: Optional[dict] = None, nonfinite: Optional[dict] = None,
+                 lose_once: Optional[dict] = None):
+        """`lose_once` maps a step to payload owners its first train() finds lost (CohortPayloadsLost)."""
         self.script = script
         self.fail_train = fail_train or {}
+        self.lose_once = dict(lose_once or {})
         self.nonfinite = nonfinite or {}
         self.calls: list[tuple] = []
         self.replaced = 0
@@ -61,7 +65,13 @@ class FakeRuntime:
         self.calls.append(("train", step, tuple(g.prompt_id for g in cohort.groups)))
         if step in self.fail_train:
             raise self.fail_train[step]
+        if step in self.lose_once:
+            raise CohortPayloadsLost(self.lose_once.pop(step))
         return {"loss": 0.25, "tokens": 12.0, "train_seconds": 0.0, "nonfinite_streak": float(self.nonfinite.get(step, 0))}
+
+    def return_cohort(self, cohort: CohortResult, owners: list[str]) -> int:
+        self.calls.append(("return_cohort", cohort.index, tuple(owners)))
+        return len(cohort.groups)
 
     def sync_weights(self, version: int) -> dict:
         self.calls.append(("sync", version))

@@ -53,6 +53,17 @@ def test_a_step_waits_trains_then_broadcasts_the_next_version(tmp_path):
     assert {"time/wait", "time/train", "time/sync", "perf/groups_per_s", "queue/calls_total"} <= set(m[3])
 
 
+def test_a_cohort_whose_payloads_were_lost_goes_back_and_its_step_trains_once(tmp_path):
+    run, rt = _run(tmp_path, "trainer.total_steps=3"), FakeRuntime([cohort(s) for s in range(3)], lose_once={1: ["sampler-0"]})
+    assert _loop(run, rt) == 3
+    verbs = [c[:2] for c in rt.calls if c[0] in ("wait", "train", "return_cohort", "sync")]
+    assert verbs == [("wait", 0), ("train", 0), ("sync", 1), ("wait", 1), ("train", 1), ("return_cohort", 1),
+                     ("wait", 1), ("train", 1), ("sync", 2), ("wait", 2), ("train", 2), ("sync", 3)]
+    assert rt.verbs("return_cohort") == [("return_cohort", 1, ("sampler-0",))]
+    assert _trained(tmp_path) == [0, 1, 2]  # the audit log has the step once, when it trained
+    assert run.tracker.metrics[3]["train/samples_generated_total"] == 24.0  # its samples counted once
+
+
 def test_eval_and_checkpoints_when_due_and_at_the_end(tmp_path):
     ev = SimpleNamespace(prompts=[Prompt("e1", "q", (1,), "a", "easy"), Prompt("e2", "q", (1,), "b", "hard")])
     run = _run(tmp_path, "trainer.total_steps=5", "trainer.eval_every=2", "trainer.save_every=2",

@@ -91,6 +91,7 @@ def test_bench_soak_smoke(ray_cluster, tmp_path):
     for p in d["processes"].values():
         assert p["rss_end_mb"] > 10 and p["samples"] >= 1
     assert trained_groups(tmp_path / "soak_run" / "soak") == {BATCH_PROMPTS}
+    assert d["object_store"]["samples"] > 0  # the payloads' store is watched too
     assert (tmp_path / "soak_rss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

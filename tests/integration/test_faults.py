@@ -59,6 +59,67 @@ def test_killed_sampler_is_replaced_and_run_completes(ray_cluster, model_path, t
     assert acct["reissued"] >= 0 and acct["issued"] == acct["completed"] + acct["reissued"] + acct["cancelled"]
 
 
+def _owners(cohort) -> set[str]:
+    return {s.payload[0].owner for g in cohort.groups for s in g.samples if s.payload is not None}
+
+
+def test_a_sampler_killed_while_its_samples_wait_for_the_learner_is_sampled_again(ray_cluster, model_path, tmp_path):
+    """Payloads off the queue die with their sampler: a cohort taken but not yet trained when the sampler
+    that made some of it is killed goes back to the queue, those prompts are sampled again by the others
+    and the replacement, and every step trains once; nothing is lost, nothing trained twice."""
+    from transformers import AutoTokenizer
+
+    from ada_ray.actors.ray_payloads import RayPayloadStore
+    from ada_ray.algo.payloads import CohortPayloadsLost, LostPayloads, remote_batches
+
+    cfg = load_config("ada_seq_balance", tiny_overrides(tmp_path, **{
+        "sampler.num_samplers": 2, "weight_sync.timeout_s": 30, "trainer.total_steps": 6}))
+    assert cfg.sampler.payload_transport == "object_store"
+    tok = AutoTokenizer.from_pretrained(model_path)
+    train_set, _ = load_splits(cfg.data, tok)
+    logs: list[str] = []
+    rt = Runtime.build(cfg, cl.connect(cfg), model_path, train_set.prompts, log=logs.append)
+    lost_at, returned = None, 0
+    try:
+        rt.start_sampling()
+        victim = rt.sampler_id(1)
+        victim_pid = ray.get(rt.samplers[1].pid.remote())
+        for step in range(cfg.trainer.total_steps):
+            cohort = rt.wait_cohort(step, timeout_s=300, poll_s=2.0)
+            assert cohort not in (Signal.TIMEOUT, Signal.END)
+            if lost_at is None and step >= 1 and victim in _owners(cohort):
+                os.kill(victim_pid, signal.SIGKILL)  # its samples in this cohort wait for the learner
+                lost_at = step
+                # Ray frees a dead owner's objects once it learns of the death (the learners could still read a
+                # copy in the node's store until then: trained, that is correct too); wait until it has
+                batches = remote_batches(s for g in cohort.groups for s in g.samples if s.payload[0].owner == victim)
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    try:
+                        RayPayloadStore().fetch(batches, 10)
+                    except LostPayloads:
+                        break
+                    time.sleep(0.5)
+                else:
+                    pytest.fail("a SIGKILLed sampler's objects were still readable after 60 s")
+                with pytest.raises(CohortPayloadsLost) as e:
+                    rt.train(cohort, step)
+                assert e.value.owners == [victim]
+                returned = rt.return_cohort(cohort, [victim])
+                assert 0 < returned <= len(cohort.groups)
+                cohort = rt.wait_cohort(step, timeout_s=300, poll_s=2.0)
+                assert victim not in _owners(cohort) and len(cohort.groups) == cfg.trainer.batch_prompts
+            rt.train(cohort, step)
+            rt.sync_weights(step + 1)
+        assert lost_at is not None, "the victim never had samples in a cohort: nothing was tested"
+        assert rt.replaced == 1
+        assert rt.queue_stats()["prompts_reissued"] >= returned
+    finally:
+        acct = rt.shutdown()
+    assert acct["items_ok"] and acct["prompts_ok"] and acct["prompts_reissued"] >= returned > 0
+    assert acct["prompts_trained"] == cfg.trainer.total_steps * cfg.trainer.batch_prompts  # each step once
+
+
 def test_killed_driver_resumes_without_losing_or_repeating(tmp_path, model_path):
     out = tmp_path / "out"
     ray_tmp = tempfile.mkdtemp(prefix="rd", dir="/tmp")

@@ -1,0 +1,157 @@
+"""Sample payloads off the control plane: what a sampler's report batch holds, and putting it back.
+
+The PromptQueue schedules on metadata (prompt id, reward, version, round, number of tokens); the token
+ids, behaviour log-probs and texts of every sample a sampler reports in one call travel as one
+`PayloadBatch` through a `PayloadStore` (with Ray: one object in the object store, owned by the sampler),
+and only the consumer that needs them - the learner, or a checkpoint - fetches them, every batch it
+needs in one call. A batch whose owner died is *lost*: the store says so (`LostPayloads`) and the
+scheduler samples those prompts again (`WorkScheduler.lose_owners`); nothing is trained from it.
+
+Pure: numpy, no Ray (the Ray store is actors/ray_payloads.py; `LocalPayloadStore` is the in-process one
+the fake-backed tests and benches use).
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from typing import Iterable, Optional, Protocol, Sequence
+
+import numpy as np
+
+from ada_ray.algo.types import PayloadBatch, Sample
+
+
+class LostPayloads(RuntimeError):
+    """Payload batches that can no longer be fetched (their owner died or the object was lost)."""
+
+    def __init__(self, batches: Sequence[PayloadBatch], why: str = ""):
+        self.batches = list(batches)
+        self.owners = sorted({b.owner for b in self.batches})
+        super().__init__(f"{len(self.batches)} payload batch(es) lost (owners {self.owners}){': ' + why if why else ''}")
+
+
+class CohortPayloadsLost(RuntimeError):
+    """A cohort could not be trained: payloads of these owners were gone when the learners fetched them."""
+
+    def __init__(self, owners: Sequence[str]):
+        self.owners = sorted(set(owners))
+        super().__init__(f"payloads of sampler(s) {self.owners} lost before the learners fetched them")
+
+
+class PayloadStore(Protocol):
+    """Where report batches live while their samples are scheduled and trained."""
+
+    def put(self, arrays: dict, owner: str) -> PayloadBatch:
+        """Store one report batch's arrays (`pack`), owned by `owner`."""
+
+    def fetch(self, batches: Sequence[PayloadBatch], timeout_s: float) -> dict[str, dict]:
+        """key -> arrays for every batch; raises LostPayloads naming every batch that is gone."""
+
+
+def pack(token_ids: Sequence[Sequence[int]], logprobs: Sequence[Sequence[float]], texts: Sequence[str]) -> dict:
+    """One report batch as flat arrays: ids (int32) and log-probs (float64, exact) of every sample end to
+    end, `offsets` (n + 1) where each sample's tokens start, and the texts."""
+    lengths = np.fromiter((len(t) for t in token_ids), dtype=np.int64, count=len(token_ids))
+    if any(len(lp) not in (0, n) for lp, n in zip(logprobs, lengths)):
+        bad = next(i for i, (lp, n) in enumerate(zip(logprobs, lengths)) if len(lp) not in (0, n))
+        raise ValueError(f"payload row {bad}: {len(logprobs[bad])} log-probs for {lengths[bad]} tokens")
+    offsets = np.zeros(len(token_ids) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    ids = np.fromiter(itertools.chain.from_iterable(token_ids), dtype=np.int32, count=int(offsets[-1]))
+    has_lp = np.array([len(lp) == n for lp, n in zip(logprobs, lengths)], dtype=bool)
+    lps = np.zeros(int(offsets[-1]), dtype=np.float64)
+    for i in np.flatnonzero(has_lp):
+        lps[offsets[i]:offsets[i + 1]] = logprobs[i]
+    return {"ids": ids, "logprobs": lps, "has_logprobs": has_lp, "offsets": offsets, "texts": list(texts)}
+
+
+def row(arrays: dict, i: int) -> tuple[bytes, bytes, str]:
+    """Sample i of a batch as a Sample's packed fields: (int32 ids, float64 log-probs, text)."""
+    a, b = int(arrays["offsets"][i]), int(arrays["offsets"][i + 1])
+    lps = arrays["logprobs"][a:b].tobytes() if arrays["has_logprobs"][i] else b""
+    return arrays["ids"][a:b].tobytes(), lps, arrays["texts"][i]
+
+
+def remote_batches(samples: Iterable[Sample]) -> list[PayloadBatch]:
+    """The distinct batches these samples' payloads are in (in first-seen order)."""
+    seen: dict[str, PayloadBatch] = {}
+    for s in samples:
+        if s.payload is not None:
+            seen.setdefault(s.payload[0].key, s.payload[0])
+    return list(seen.values())
+
+
+def fill(samples: Iterable[Sample], fetched: dict[str, dict]) -> int:
+    """Put each remote sample's payload back from the fetched batches; the number filled."""
+    n = 0
+    for s in samples:
+        if s.payload is not None:
+            batch, i, _ = s.payload
+            s.fill_payload(*row(fetched[batch.key], i))
+            n += 1
+    return n
+
+
+def fetch_into(store: PayloadStore, samples: Sequence[Sample], timeout_s: float) -> int:
+    """Fetch every batch these samples need in one store call and fill them (LostPayloads if any is gone:
+    then no sample is filled)."""
+    batches = remote_batches(samples)
+    if not batches:
+        return 0
+    return fill(samples, store.fetch(batches, timeout_s))
+
+
+class _Handle:
+    """What a LocalPayloadStore batch's handle is: its life is the batch's life."""
+
+
+class LocalPayloadStore:
+    """An in-process PayloadStore with Ray's object semantics: a batch lives while anything holds its
+    handle (reference counting: once the last sample naming it is dropped, it is freed) and dies with its
+    owner (`kill`). Used by the fake-backed tests and benches; `live` counts the batches held."""
+
+    def __init__(self):
+        self._data: dict[str, dict] = {}
+        self._owner: dict[str, str] = {}
+        self._dead: set[str] = set()
+        self._ids = itertools.count()
+
+    def put(self, arrays: dict, owner: str) -> PayloadBatch:
+        key = f"{owner}#{next(self._ids)}"
+        self._data[key], self._owner[key] = arrays, owner
+        handle = _Handle()
+        weakref.finalize(handle, self.release, [key])
+        return PayloadBatch(key, owner, handle)
+
+    def fetch(self, batches: Sequence[PayloadBatch], timeout_s: float) -> dict[str, dict]:
+        lost = [b for b in batches if b.key not in self._data or b.owner in self._dead]
+        if lost:
+            raise LostPayloads(lost, "owner died" if any(b.owner in self._dead for b in lost) else "released")
+        return {b.key: self._data[b.key] for b in batches}
+
+    def kill(self, owner: str) -> int:
+        self._dead.add(owner)
+        gone = [k for k, o in self._owner.items() if o == owner]
+        for k in gone:
+            del self._data[k], self._owner[k]
+        return len(gone)
+
+    def release(self, keys: Iterable[str]) -> None:
+        for k in keys:
+            self._data.pop(k, None)
+            self._owner.pop(k, None)
+
+    @property
+    def live(self) -> int:
+        return len(self._data)
+
+
+def remote_sample(prompt_id: str, reward: float, version: int, batch: PayloadBatch, index: int, tokens: int,
+                  round_: int = 0, finish_reason: str = "stop", reward_error: bool = False,
+                  text: Optional[str] = None) -> Sample:
+    """A Sample whose payload is row `index` of `batch` (what a sampler reports to the queue)."""
+    return Sample(prompt_id, None, None, reward, version, round_, text or "", finish_reason, reward_error,
+                  (batch, index, tokens))
+
+
