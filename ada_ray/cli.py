@@ -201,7 +201,7 @@ BENCH_PARAMS = {"steps": int, "skip": int, "out": str, "smoke": lambda v: v.lowe
                 "interval": float, "batch": int, "eval_every": int, "methods": str, "samplers": str, "prompts": str,
                 "duration": float, "service_ms": float, "hosts": int, "max_items": int, "prompts_per_sampler": int,
                 "shards": str, "seed0": int, "grpo_factor": float, "n16_seeds": int,
-                "sb_seeds": int}
+                "sb_seeds": int, "transports": str, "completion_tokens": int}
 
 
 def cmd_bench(argv: list[str]) -> int:

@@ -17,7 +17,11 @@ Recorded per pair: work items served per second, lease and report latency p50/p9
 them; a lease's is its asking call, answered at once, the long polls are waits for work), the queue process's CPU share, its memory per prompt (RSS after loading P prompts minus RSS after
 loading one batch, over the difference in prompts), the driver's wait per cohort, and two checks:
 admission control (every trained sample came from a policy version >= cohort - max_staleness) and the
-accounting invariant after the queue stops. Once per run: Ray's floor, the CPU a no-op async actor call
+accounting invariant after the queue stops. Each row runs with each payload transport asked for
+(`transports`): inline (token ids and log-probs of every sample inside the report, through the queue)
+and object_store (one `ray.put` batch a report, the queue gets metadata and the batch's ref: the
+default, sampler.payload_transport); `completion_tokens` sets a sample's size (8: the embedded task;
+~1-2k: a 1.5B model's math answers, ~16 KB a sample). Once per run: Ray's floor, the CPU a no-op async actor call
 costs the serving process (with 0 and 64 items as its argument), the part of the queue's cost per call
 that no queue code can remove.
 """
@@ -33,7 +37,9 @@ from typing import Optional
 
 import ray
 
+from ada_ray.actors.ray_payloads import RayPayloadStore
 from ada_ray.actors.sampler_leases import LeaseFeeder
+from ada_ray.algo.payloads import pack, remote_sample
 from ada_ray.algo.types import Sample, Signal
 from ada_ray.bench.common import write_result
 from ada_ray.config import load_config, to_dict
@@ -59,7 +65,8 @@ def percentile(xs: list[float], q: float) -> float:
 class SimSamplers:
     """`n` simulated samplers in one process: lease, sleep a service time, report Bernoulli rewards."""
 
-    def __init__(self, shards: list, first_id: int, n: int, service_ms: float, max_items: int, seed: int):
+    def __init__(self, shards: list, first_id: int, n: int, service_ms: float, max_items: int, seed: int,
+                 transport: str = "inline", completion_tokens: int = COMPLETION_TOKENS):
         # sampler i leases from and reports to shard i % K, as in the Runtime
         self.queue_of = {f"sim{i}": shards[i % len(shards)] for i in range(first_id, first_id + n)}
         self.ids = list(self.queue_of)
@@ -73,6 +80,8 @@ class SimSamplers:
         self.empty_leases = 0
         self.polls = 0
         self.rates: dict[str, float] = {}
+        self.store = RayPayloadStore() if transport == "object_store" else None
+        self.tokens = completion_tokens
 
     def service_time(self) -> float:
         """Exponential with the configured mean, capped at SERVICE_CAP x the mean (max_tokens caps a
@@ -82,12 +91,25 @@ class SimSamplers:
             return 0.0
         return min(self.rng.expovariate(1.0 / self.service_s), SERVICE_CAP * self.service_s)
 
-    def _samples(self, item) -> list[Sample]:
+    def _rewards(self, item) -> list[float]:
         p = self.rates.get(item.prompt_id)
         if p is None:
             p = self.rates[item.prompt_id] = pass_rate(item.prompt_id)
-        return [Sample(item.prompt_id, [7] * COMPLETION_TOKENS, [-0.5] * COMPLETION_TOKENS,
-                       1.0 if self.rng.random() < p else 0.0, item.version) for _ in range(item.num_samples)]
+        return [1.0 if self.rng.random() < p else 0.0 for _ in range(item.num_samples)]
+
+    def _reports(self, sid: str, items: list) -> list:
+        """One report call's content, as the real sampler's pipeline builds it for the transport."""
+        if self.store is None:
+            return [(it.item_id, [Sample(it.prompt_id, [7] * self.tokens, [-0.5] * self.tokens, r, it.version)
+                                  for r in self._rewards(it)]) for it in items]
+        n = sum(it.num_samples for it in items)
+        batch = self.store.put(pack([[7] * self.tokens] * n, [[-0.5] * self.tokens] * n, [""] * n), sid)
+        reports, row = [], 0
+        for it in items:
+            reports.append((it.item_id, [remote_sample(it.prompt_id, r, it.version, batch, row + j, self.tokens)
+                                         for j, r in enumerate(self._rewards(it))]))
+            row += it.num_samples
+        return reports
 
     async def _one(self, sid: str) -> None:
         """Lease as the real sampler's feeder does when it has room: ask; when the queue has nothing
@@ -111,7 +133,7 @@ class SimSamplers:
                     await asyncio.sleep(LeaseFeeder.empty_backoff_s)
                     continue
             await asyncio.sleep(self.service_time())
-            reports = [(it.item_id, self._samples(it)) for it in items]
+            reports = self._reports(sid, items)
             w, t0 = time.time(), time.perf_counter()
             await self.queue_of[sid].report_many.remote(sid, reports)
             self.report_s.append((w, time.perf_counter() - t0))
@@ -199,7 +221,8 @@ def _kill(queue, shard_handles: list) -> None:
 
 
 def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, service_ms: float, hosts: int,
-             max_items: int, batch: int, max_staleness: int, shards: int = 1, seed: int = 0) -> dict:
+             max_items: int, batch: int, max_staleness: int, shards: int = 1, seed: int = 0,
+             transport: str = "inline", completion_tokens: int = COMPLETION_TOKENS) -> dict:
     """One (S, P, K) row: K queue shards (K = 1: the single PromptQueue) built as the Runtime builds them."""
     from ada_ray.actors.queue_coordinator import build_queue
 
@@ -215,7 +238,8 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
     ray.get(q.resources.remote(), timeout=1800)
     load_s = time.perf_counter() - t0
     per_host = [samplers // hosts + (1 if i < samplers % hosts else 0) for i in range(hosts)]
-    sims = [SimSamplers.remote(shard_handles, sum(per_host[:i]), n, service_ms, max_items, seed + i)
+    sims = [SimSamplers.remote(shard_handles, sum(per_host[:i]), n, service_ms, max_items, seed + i, transport,
+                               completion_tokens)
             for i, n in enumerate(per_host) if n > 0]
     runs = [s.run.remote() for s in sims]
     waits: list[float] = []
@@ -256,7 +280,8 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
     served = sum(o["served"] for o in outs)
     issued = accounting["issued"]
     return {
-        "samplers": samplers, "prompts": prompts, "shards": shards, "hosts": len(sims), "seconds": elapsed, "steps": step,
+        "samplers": samplers, "prompts": prompts, "shards": shards, "transport": transport,
+        "completion_tokens": completion_tokens, "hosts": len(sims), "seconds": elapsed, "steps": step,
         "groups_trained": groups, "items_issued": issued, "items_reported": served,
         "items_per_s": served / elapsed,
         "lease_p50_ms": 1000 * percentile(lease, 0.5), "lease_p99_ms": 1000 * percentile(lease, 0.99),
@@ -335,7 +360,7 @@ def driver_load(rows: int, folder: Path, mode: str = "table") -> dict:
 def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8,64,256",
         prompts: str = "10000,100000,1000000", duration: float = 20.0, service_ms: float = 20.0, hosts: int = 2,
         max_items: int = 64, batch: int = 512, prompts_per_sampler: int = 16, shards: str = "1",
-        seed: int = 0) -> dict:
+        seed: int = 0, transports: str = "inline,object_store", completion_tokens: int = COMPLETION_TOKENS) -> dict:
     from ada_ray.driver import cluster as cl
 
     if smoke:
@@ -361,15 +386,18 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
         for p in p_list:
             for s in s_list:
                 for k in k_list:
-                    rows.append(run_pair(s, p, folder=folder, duration_s=duration, service_ms=service_ms, hosts=hosts,
-                                         max_items=max_items, batch=min(p, max(batch, prompts_per_sampler * s)),
-                                         max_staleness=2, shards=k, seed=seed))
-                    print(format_row(rows[-1]), file=sys.stderr, flush=True)  # progress; the table goes to stdout
+                    for tr in transports.split(","):  # side by side in one run: machine drift hits both alike
+                        rows.append(run_pair(s, p, folder=folder, duration_s=duration, service_ms=service_ms,
+                                             hosts=hosts, max_items=max_items,
+                                             batch=min(p, max(batch, prompts_per_sampler * s)), max_staleness=2,
+                                             shards=k, seed=seed, transport=tr, completion_tokens=completion_tokens))
+                        print(format_row(rows[-1]), file=sys.stderr, flush=True)  # progress; the table goes to stdout
     finally:
         c.shutdown()
     result = {"params": {"duration_s": duration, "service_ms": service_ms, "hosts": hosts, "max_items": max_items,
                          "shards": k_list, "batch": batch, "prompts_per_sampler": prompts_per_sampler, "max_staleness": 2, "prompt_tokens": PROMPT_TOKENS,
-                         "completion_tokens": COMPLETION_TOKENS, "algo": "ada_seq_balance"},
+                         "completion_tokens": completion_tokens, "transports": transports.split(","),
+                         "algo": "ada_seq_balance"},
               "rows": rows, "driver_load": loads, "ray_call_floor": floor}
     write_result(out_dir, "scale", result)
     chart(out_dir / "scale.png", rows)
@@ -384,14 +412,17 @@ def chart(path: Path, rows: list[dict]) -> Path:
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     sizes = sorted({r["prompts"] for r in rows})
-    for p, k in sorted({(r["prompts"], r.get("shards", 1)) for r in rows}):
-        rs = sorted((r for r in rows if r["prompts"] == p and r.get("shards", 1) == k), key=lambda r: r["samplers"])
+    transports = sorted({r.get("transport", "inline") for r in rows})
+    for p, k, tr in sorted({(r["prompts"], r.get("shards", 1), r.get("transport", "inline")) for r in rows}):
+        rs = sorted((r for r in rows if r["prompts"] == p and r.get("shards", 1) == k
+                     and r.get("transport", "inline") == tr), key=lambda r: r["samplers"])
         xs = [r["samplers"] for r in rs]
-        style = dict(color=f"C{sizes.index(p)}", marker="o" if k == 1 else "s", ls="-" if k == 1 else "--",
-                     label=f"P={p:,}" + (f", {k} shards" if k > 1 else ""))
+        style = dict(color=f"C{sizes.index(p)}", marker="o" if k == 1 else "s",
+                     ls=(":" if tr == "inline" and len(transports) > 1 else "-") if k == 1 else "--",
+                     label=f"P={p:,}" + (f", {k} shards" if k > 1 else "") + (f", {tr}" if len(transports) > 1 else ""))
         axes[0].plot(xs, [r["items_per_s"] for r in rs], **style)
         axes[1].plot(xs, [r["lease_p99_ms"] for r in rs], **style)
-        if k == 1:  # the smallest step's row: the least in-flight state on top of the per-prompt cost
+        if k == 1 and tr == transports[-1]:  # the smallest step's row: the least in-flight state on top of the per-prompt cost
             axes[2].bar(f"{p:,}", min(r["bytes_per_prompt"] for r in rs), color=f"C{sizes.index(p)}")
     axes[0].set(xscale="log", xlabel="simulated samplers", ylabel="work items / s", title="served")
     axes[1].set(xscale="log", xlabel="simulated samplers", ylabel="ms", title="lease latency p99")
@@ -407,7 +438,8 @@ def chart(path: Path, rows: list[dict]) -> Path:
 
 
 def format_row(r: dict) -> str:
-    return (f"S={r['samplers']:>4} P={r['prompts']:>8,} K={r.get('shards', 1)}: {r['items_per_s']:8.0f} items/s, lease p50/p99 "
+    return (f"S={r['samplers']:>4} P={r['prompts']:>8,} K={r.get('shards', 1)} {r.get('transport', 'inline'):>12}: "
+            f"{r['items_per_s']:8.0f} items/s, lease p50/p99 "
             f"{r['lease_p50_ms']:.1f}/{r['lease_p99_ms']:.1f} ms, report p50/p99 {r['report_p50_ms']:.1f}/"
             f"{r['report_p99_ms']:.1f} ms, queue CPU {100 * r['queue_cpu_share']:.0f}% ({r['queue_us_per_item']:.0f} us/item), "
             f"{r['bytes_per_prompt']:.0f} B/prompt, cohort wait p50 {r['cohort_wait_p50_ms']:.0f} ms, "

@@ -9,7 +9,8 @@ of the run's processes are still alive (there must be none). Also Ray's object s
 used and objects held: the sample payloads live there, sampler.payload_transport = object_store) with
 the same after-warm-up / end / slope figures: a run that keeps references to what it trained grows
 there. Writes soak.json and soak_rss.png.
-Run it alone on the host: actor processes are found by their titles (ray::Sampler, ...).
+Actor processes are found by their titles (ray::Sampler, ...), below this process when it started the
+cluster (any process on the host when it joined one: then run it alone on the host).
 """
 
 from __future__ import annotations
@@ -33,6 +34,13 @@ def _spin(stop) -> None:
     while not stop.is_set():
         for _ in range(100_000):
             x += 1
+
+
+def _name(proc) -> str:
+    try:
+        return proc.name()
+    except Exception:  # noqa: BLE001 - gone
+        return ""
 
 
 def _role(proc) -> str | None:
@@ -64,7 +72,11 @@ class RssSampler(threading.Thread):
 
         me = psutil.Process()
         out = {"driver": me.memory_info().rss / 2**20}
-        for proc in psutil.process_iter():
+        mine = me.children(recursive=True)
+        # a cluster this process started has its raylet below it: then only its own actors count (another
+        # run on the host is not this one); a cluster it joined: every actor on the host
+        own = any("raylet" in _name(c) for c in mine)
+        for proc in (mine if own else psutil.process_iter()):
             role = _role(proc)
             if role is None:
                 continue

@@ -133,8 +133,8 @@ def test_bench_scale_smoke(ray_cluster, tmp_path):
 
     scale.run(out_dir=tmp_path, smoke=True)
     d = load(tmp_path, "scale")
-    assert [(r["samplers"], r["prompts"], r["shards"]) for r in d["rows"]] == [(4, 2000, 1), (4, 2000, 2),
-                                                                                (16, 2000, 1), (16, 2000, 2)]
+    assert [(r["samplers"], r["prompts"], r["shards"], r["transport"]) for r in d["rows"]] == [
+        (s, 2000, k, tr) for s in (4, 16) for k in (1, 2) for tr in ("inline", "object_store")]
     for r in d["rows"]:
         assert r["batch"] == max(64, 16 * r["samplers"])  # the step grows with the fan-out
         assert r["items_per_s"] > 0 and r["steps"] >= 1 and r["groups_trained"] == r["batch"] * r["steps"]
