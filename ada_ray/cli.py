@@ -10,7 +10,7 @@ are dotted overrides (algo.n=8). Commands:
   show-config  print the resolved config
   prepare-data the paper's data preparation: k samples per training prompt from model.path, keep the
                prompts in a pass-rate band (prepare.*), write them with their pass rates (resumable)
-  bench        ada-ray bench {sync,system,queue,sampler,algo,soak,paper,gpu,scale} [param=value ...] (see BENCHMARKS.md)
+  bench        ada-ray bench {sync,system,queue,sampler,algo,soak,paper,gpu,scale,budget,levers,kill} [param=value ...] (see BENCHMARKS.md)
 """
 
 from __future__ import annotations
@@ -201,7 +201,8 @@ BENCH_PARAMS = {"steps": int, "skip": int, "out": str, "smoke": lambda v: v.lowe
                 "interval": float, "batch": int, "eval_every": int, "methods": str, "samplers": str, "prompts": str,
                 "duration": float, "service_ms": float, "hosts": int, "max_items": int, "prompts_per_sampler": int,
                 "shards": str, "seed0": int, "grpo_factor": float, "n16_seeds": int,
-                "sb_seeds": int, "transports": str, "completion_tokens": int}
+                "sb_seeds": int, "transports": str, "completion_tokens": int,
+                "kill_at": int, "cases": str}
 
 
 def cmd_bench(argv: list[str]) -> int:
@@ -210,7 +211,7 @@ def cmd_bench(argv: list[str]) -> int:
 
     names = {"sync": "weight_sync", "system": "system", "queue": "queue", "sampler": "sampler", "algo": "algos",
              "soak": "soak", "paper": "paper", "gpu": "gpu", "scale": "scale",
-             "budget": "budget", "levers": "levers"}
+             "budget": "budget", "levers": "levers", "kill": "kill"}
     if not argv or argv[0] not in names:
         print(f"ada-ray bench: expected one of {', '.join(names)}", file=sys.stderr)
         return 2

@@ -185,6 +185,7 @@ def _validate_sampler(s: SamplerConfig, d: DataConfig) -> None:
         raise _err("sampler.gpu_memory_utilization", "in (0, 1]", s.gpu_memory_utilization)
     _positive("sampler.tensor_parallel_size", s.tensor_parallel_size)
     _positive("sampler.lease_timeout_s", s.lease_timeout_s)
+    _positive("sampler.start_timeout_s", s.start_timeout_s)
     _check_resources("sampler.resources", s.resources)
 
 

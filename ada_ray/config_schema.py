@@ -160,6 +160,9 @@ class SamplerConfig:
     enforce_eager: bool = True  # no CUDA graphs / torch.compile (fast start)
     seed: int = 0  # engine seed (work items carry their own seeds)
     lease_timeout_s: float = 600.0  # a leased work item not reported by then goes out again
+    # a sampler (a replacement too) not up by then is given up: at the start the run fails, a replacement
+    # leaves the run going with fewer samplers (a warning in the log)
+    start_timeout_s: float = 600.0
     reward_workers: int = 0  # 0: score in the sampler's thread; >0: a process pool (bounds hangs)
     # where the token ids, log-probs and texts of reported samples travel: object_store (one Ray object a
     # report batch, owned by the sampler; the queue sees only metadata, the learner fetches) or inline

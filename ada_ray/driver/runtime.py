@@ -51,6 +51,11 @@ class Runtime:
     log: Any = print
     stall_note_s: float = 60.0  # a cohort wait this long is logged (queue stats: ready, leased and by whom)
     generations: dict = field(default_factory=dict)  # sampler index -> how many times it was replaced
+    # replacements still starting: index -> (handle, its ready() call, when it was asked for); the run goes
+    # on with the other samplers meanwhile (they are the weight bus), and a sampler joins once it is up
+    starting: dict = field(default_factory=dict)
+    gone: set = field(default_factory=set)  # indices whose replacement could not start: the run has fewer samplers
+    last_stats: dict = field(default_factory=dict)  # index -> its last stats (what an inactive slot reports)
 
     # -- construction ----------------------------------------------------------------------------
 
@@ -81,10 +86,14 @@ class Runtime:
         t0 = time.time()
         host, port = _get(learners[0].address.remote(cluster.local), 120, "learner 0 address")
         _get([lrn.setup.remote(host, port, cluster.local) for lrn in learners], 600, "learner setup (DeepSpeed)")
-        _get([sp.ready.remote() for sp in samplers], 600, "sampler start (vLLM engine)")
+        _get([sp.ready.remote() for sp in samplers], cfg.sampler.start_timeout_s, "sampler start (vLLM engine)")
         log(f"actors up in {time.time() - t0:.1f}s: {len(samplers)} sampler(s), {len(learners)} learner(s)")
         rt.open_bus()
         return rt
+
+    def active(self) -> list[tuple[int, Any]]:
+        """(index, handle) of the samplers that are up: not starting, not given up."""
+        return [(i, sp) for i, sp in enumerate(self.samplers) if i not in self.starting and i not in self.gone]
 
     def _queue_of(self, index: int):
         """The queue (shard) sampler `index` leases from and reports to."""
@@ -105,22 +114,35 @@ class Runtime:
             self.sampler_env)
 
     def open_bus(self) -> None:
+        """The weight bus among the learner and the samplers that are up (ranks in index order)."""
         ws = self.cfg.weight_sync
         backend = bus_backend(ws.backend, self.cfg.sampler.num_gpus > 0, self.cfg.learner.num_gpus > 0, ws.colocated)
         host = ws.host
         if host == "auto":
             host = "127.0.0.1" if self.cluster.local else _get(self.learners[0].address.remote(False), 60, "address")[0]
-        host, port = _get(self.learners[0].bus_open.remote(self.bus_world, host), 60, "weight bus open")
         tp = self.cfg.sampler.tensor_parallel_size
+        active = self.active()
+        self.bus_world = 1 + len(active) * tp
+        host, port = _get(self.learners[0].bus_open.remote(self.bus_world, host), 60, "weight bus open")
         refs = [self.learners[0].bus_connect.remote()]
-        refs += [sp.join_bus.remote(host, port, 1 + i * tp, self.bus_world, backend, ws.timeout_s)
-                 for i, sp in enumerate(self.samplers)]
+        refs += [sp.join_bus.remote(host, port, 1 + j * tp, self.bus_world, backend, ws.timeout_s)
+                 for j, (_, sp) in enumerate(active)]
         _get(refs, ws.timeout_s + 30, "weight bus connect")
+
+    def rebuild_bus(self, leaving: list[int] = ()) -> None:
+        """Every sampler that is up (but those in `leaving`, which are gone) leaves the bus; it is opened
+        again among the samplers up now, and the current weights are sent (a new one has none yet)."""
+        for i, sp in self.active():
+            if i not in leaving:
+                _get(sp.leave_bus.remote(), 60, "leave weight bus")
+        _get(self.learners[0].bus_close.remote(), 60, "close weight bus")
+        self.open_bus()
+        self._broadcast(self.version)
 
     # -- verbs of the driver loop ----------------------------------------------------------------
 
     def start_sampling(self) -> None:
-        _get([sp.start_sampling.remote() for sp in self.samplers], 60, "start sampling")
+        _get([sp.start_sampling.remote() for _, sp in self.active()], 60, "start sampling")
 
     def wait_cohort(self, step: int, timeout_s: float, poll_s: float = 10.0):
         """The cohort of `step` (Signal.END when there is none, Signal.TIMEOUT after `timeout_s`).
@@ -137,6 +159,7 @@ class Runtime:
             dead = self.dead_samplers()
             if dead:
                 self.replace_samplers(dead, "died")
+            self.poll_starting()
             if time.monotonic() >= next_note:  # a long wait is said, with who holds the work, never silent
                 next_note = time.monotonic() + self.stall_note_s
                 self.log(f"waiting {time.monotonic() - start:.0f}s for cohort {step}: queue {self.queue_stats()}")
@@ -144,11 +167,12 @@ class Runtime:
     # -- fault tolerance ------------------------------------------------------------------------
 
     def dead_samplers(self, timeout_s: float = 30.0) -> list[int]:
-        """Indices of samplers that are gone, or whose loop died."""
-        refs = [sp.ready.remote() for sp in self.samplers]
+        """Indices of samplers (that are up) that are gone, or whose loop died."""
+        active = self.active()
+        refs = [sp.ready.remote() for _, sp in active]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
         dead = []
-        for i, r in enumerate(refs):
+        for (i, _), r in zip(active, refs):
             if r not in ready:
                 dead.append(i)  # not answering a trivial call: hung
                 continue
@@ -159,29 +183,69 @@ class Runtime:
         return dead
 
     def replace_samplers(self, indices: list[int], why: str) -> None:
-        """Kill and recreate these samplers, rebuild the weight bus with everyone, and bring every
-        sampler to the current weights before the new ones start sampling."""
-        for i in indices:  # (no indices: only rebuild the bus and resend the weights)
+        """Kill these samplers and ask for new ones, without waiting for them: the weight bus is rebuilt at
+        once among the others, which go on sampling (and get the weights), and each new one joins when it
+        is up (`poll_starting`). (No indices: only rebuild the bus and resend the weights.)"""
+        for i in indices:
             self.log(f"sampler-{i} {why}: replacing it; its leased work goes out again")
             try:  # killed first: a live culprit leasing after its release would take work down with it
                 ray.kill(self.samplers[i], no_restart=True)
             except Exception:  # noqa: BLE001
                 pass
-            # retired: anything it still asks for (a call in flight) gets no work
+            # retired: anything it still asks for (a call in flight) gets no work, its payloads are sampled again
             _get(self.queue.release_sampler.remote(self.sampler_id(i), True), 60, "release sampler")
             self.generations[i] = self.generations.get(i, 0) + 1
             self.samplers[i] = self._new_sampler(i, self.version)
-        if indices:
-            _get([self.samplers[i].ready.remote() for i in indices], 600, "replacement sampler start")
+            self.starting[i] = (self.samplers[i], self.samplers[i].ready.remote(), time.monotonic())
         self.replaced += len(indices)
-        for i, sp in enumerate(self.samplers):
-            if i not in indices:
-                _get(sp.leave_bus.remote(), 60, "leave weight bus")
-        _get(self.learners[0].bus_close.remote(), 60, "close weight bus")
-        self.open_bus()
-        self._broadcast(self.version)
-        if indices:
-            _get([self.samplers[i].start_sampling.remote() for i in indices], 60, "start sampling")
+        self.rebuild_bus(leaving=list(indices))
+        if not self.active():  # nothing else samples: wait here for the new ones (the stall note says so)
+            self.log(f"no sampler is up: waiting for {len(self.starting)} replacement(s) to start")
+            deadline = time.monotonic() + self.cfg.sampler.start_timeout_s
+            while self.starting and not self.active() and time.monotonic() < deadline:
+                self.poll_starting(wait_s=min(5.0, max(0.0, deadline - time.monotonic())))
+            self.poll_starting()  # past the deadline: the ones still starting are given up
+            if not self.active():
+                raise RuntimeFailure(f"no sampler could be started within sampler.start_timeout_s = "
+                                     f"{self.cfg.sampler.start_timeout_s:g}s: the run cannot go on")
+
+    def poll_starting(self, wait_s: float = 0.0) -> list[int]:
+        """Replacements that are up join: the bus is rebuilt with them, they get the current weights and
+        start sampling. One that failed to start, or is not up within sampler.start_timeout_s (no free
+        resources), is given up with a warning: the run goes on with fewer samplers. The indices joined."""
+        if not self.starting:
+            return []
+        refs = [ref for _, ref, _ in self.starting.values()]
+        done, _ = ray.wait(refs, num_returns=len(refs), timeout=wait_s)
+        joined = []
+        for i, (handle, ref, asked) in list(self.starting.items()):
+            why = None
+            if ref in done:
+                try:
+                    ray.get(ref)
+                    joined.append(i)
+                    self.log(f"{self.sampler_id(i)} is up after {time.monotonic() - asked:.0f}s: it joins the weight bus")
+                except Exception as exc:  # noqa: BLE001 - it died starting
+                    why = f"it failed to start ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
+            elif time.monotonic() - asked > self.cfg.sampler.start_timeout_s:
+                why = (f"it was not up within sampler.start_timeout_s = {self.cfg.sampler.start_timeout_s:g}s "
+                       "(no free resources for it?)")
+            if why:
+                del self.starting[i]
+                self.gone.add(i)
+                try:
+                    ray.kill(handle, no_restart=True)
+                except Exception:  # noqa: BLE001
+                    pass
+                _get(self.queue.release_sampler.remote(self.sampler_id(i), True), 60, "release sampler")
+                self.log(f"WARNING: {self.sampler_id(i)} could not be replaced: {why}; the run goes on with "
+                         f"{len(self.active())} sampler(s) of {len(self.samplers)}")
+        if joined:
+            for i in joined:
+                del self.starting[i]
+            self.rebuild_bus(leaving=joined)  # the new ones are not on the old bus
+            _get([self.samplers[i].start_sampling.remote() for i in joined], 60, "start sampling")
+        return joined
 
     def train(self, cohort, step: int) -> dict:
         shares = learner_shares(cohort.groups, len(self.learners), self.cfg.learner.mini_batches)
@@ -217,13 +281,14 @@ class Runtime:
         """One update: the meta to every sampler (one call each), the tensors over the bus. A sampler
         that fails or does not finish in time is named, replaced, and the update is redone."""
         meta = _get(self.learners[0].weight_meta.remote(version), 120, "weight meta")
-        recv = [sp.update_weights.remote(meta) for sp in self.samplers]
+        active = self.active()
+        recv = [sp.update_weights.remote(meta) for _, sp in active]
         senders = self.learners if self.cfg.learner.zero_stage == 3 else self.learners[:1]
         send = [lrn.bus_send.remote(meta) for lrn in senders]
         timeout = self.cfg.weight_sync.timeout_s + 30
         ready, _ = ray.wait(send + recv, num_returns=len(send + recv), timeout=timeout)
         failed = []
-        for i, r in enumerate(recv):
+        for (i, _), r in zip(active, recv):
             try:
                 if r not in ready:
                     raise TimeoutError(f"no answer within {timeout:.0f}s")
@@ -250,7 +315,9 @@ class Runtime:
         return ray.get(send[0])
 
     def sync_weights(self, version: int) -> dict:
-        """Broadcast the learner's weights as `version` to every sampler, then tell the queue."""
+        """Broadcast the learner's weights as `version` to every sampler, then tell the queue (replacements
+        that are up join first)."""
+        self.poll_starting()
         t0 = time.perf_counter()
         self.version = version
         stats = self._broadcast(version)
@@ -264,10 +331,11 @@ class Runtime:
         """k samples per prompt, prompts spread over the samplers; same seeds as ada_ray.evaluate."""
         from ada_ray.evaluate import summarize
 
-        n = len(self.samplers)
+        active = [sp for _, sp in self.active()]
+        n = len(active)
         per = (len(prompts) + n - 1) // n
         refs = []
-        for i, sp in enumerate(self.samplers):
+        for i, sp in enumerate(active):
             chunk = prompts[i * per:(i + 1) * per]
             refs.append(sp.evaluate.remote([list(p.token_ids) for p in chunk], [p.answer for p in chunk], k,
                                            temperature, seed, max_tokens, i * per))
@@ -308,7 +376,12 @@ class Runtime:
         _get(self.queue.load_state_dict.remote(state), 300, "queue restore")
 
     def sampler_stats(self) -> list[dict]:
-        return _get([sp.stats.remote() for sp in self.samplers], 60, "sampler stats")
+        """Per sampler slot; one that is starting or given up reports its last figures."""
+        active = self.active()
+        for (i, _), st in zip(active, _get([sp.stats.remote() for _, sp in active], 60, "sampler stats")):
+            self.last_stats[i] = st
+        zero = {"busy_s": 0.0, "idle_s": 0.0, "update_s": 0.0, "tokens": 0, "samples": 0, "version": -1}
+        return [self.last_stats.get(i, zero) for i in range(len(self.samplers))]
 
     def queue_stats(self) -> dict:
         return _get(self.queue.stats.remote(), 60, "queue stats")
@@ -319,7 +392,7 @@ class Runtime:
         try:
             accounting = _get(self.queue.stop.remote(), 60, "queue stop")
         finally:
-            for sp in self.samplers:
+            for _, sp in self.active():
                 try:
                     ray.get(sp.stop.remote(), timeout=60)
                 except Exception:  # noqa: BLE001 - best effort on the way out

@@ -1,6 +1,8 @@
 """Runtime's fault path against fake actor handles, in milliseconds: a dead sampler is killed *before*
 its work is released (and its id retired), so a live culprit cannot lease in between; its replacement
-gets a new id; a long cohort wait says who holds the work; a cohort whose payloads were lost goes back
+gets a new id and starts while the others go on (the bus is rebuilt among them at once, the new one
+joins when it is up); a replacement that cannot start is given up with a warning and the run goes on with
+fewer samplers; a long cohort wait says who holds the work; a cohort whose payloads were lost goes back
 to the queue and a dead sampler is replaced."""
 
 from __future__ import annotations
@@ -15,18 +17,40 @@ from ada_ray.driver import runtime as rt_mod
 from ada_ray.driver.runtime import Runtime
 
 
-class Handle:
-    """A fake actor handle: `h.method.remote(*args)` records the call and returns what `answers` says."""
+class Ref:
+    """A pending call of a fake handle: `done` once it has answered (`error` raised by ray.get)."""
 
-    def __init__(self, name: str, events: list, answers: dict | None = None):
+    def __init__(self, value=None, done=True, error=None):
+        self.value, self.done, self.error = value, done, error
+
+
+class Handle:
+    """A fake actor handle: `h.method.remote(*args)` records the call and returns what `answers` says
+    (a Ref for `ready`: `ready_done` / `ready_error` say whether it has answered and how)."""
+
+    def __init__(self, name: str, events: list, answers: dict | None = None, ready_done=True, ready_error=None):
         self.name, self.events, self.answers = name, events, answers or {}
+        self.ready_ref = Ref(True, ready_done, ready_error)
 
     def __getattr__(self, method: str):
         def remote(*args):
             self.events.append((self.name, method, *args))
+            if method == "ready":
+                return self.ready_ref
             got = self.answers.get(method)
             return got(*args) if callable(got) else got
         return SimpleNamespace(remote=remote)
+
+
+def fake_wait(refs, num_returns=1, timeout=None):
+    done = [r for r in refs if r.done]
+    return done, [r for r in refs if not r.done]
+
+
+def fake_get(ref, timeout=None):
+    if ref.error:
+        raise ref.error
+    return ref.value
 
 
 @pytest.fixture
@@ -34,13 +58,16 @@ def rt(monkeypatch):
     events: list = []
     monkeypatch.setattr(rt_mod, "_get", lambda refs, timeout_s, what: refs)
     monkeypatch.setattr(rt_mod.ray, "kill", lambda h, no_restart=True: events.append((h.name, "KILLED")))
-    cfg = load_config("default", ["sampler.num_samplers=2"])
+    monkeypatch.setattr(rt_mod.ray, "wait", fake_wait)
+    monkeypatch.setattr(rt_mod.ray, "get", fake_get)
+    cfg = load_config("default", ["sampler.num_samplers=2", "sampler.start_timeout_s=0.2"])
     queue = Handle("queue", events, {"release_sampler": 3, "return_cohort": 2,
                                      "stats": {"ready_items": 0, "leased_by": {"sampler-0": 5}}})
     r = Runtime(cfg, None, queue, [Handle("sampler-0", events), Handle("sampler-1", events)],
                 [Handle("learner-0", events)], 3, log=lambda line: events.append(("log", line)))
-    r._new_sampler = lambda i, version: Handle(r.sampler_id(i), events)
-    r.open_bus = lambda: events.append(("bus", "open"))
+    r.next_ready = {}  # index -> (done, error) of the next replacement's start
+    r._new_sampler = lambda i, version: Handle(r.sampler_id(i), events, None, *r.next_ready.get(i, (False, None)))
+    r.open_bus = lambda: events.append(("bus", "open", tuple(sp.name for _, sp in r.active())))
     r._broadcast = lambda version: events.append(("bus", "broadcast", version))
     r.events = events
     return r
@@ -53,12 +80,54 @@ def test_a_dead_sampler_is_killed_before_its_work_is_released_and_its_id_retired
     release = ev.index(("queue", "release_sampler", "sampler-1", True))
     assert kill < release  # killed first: it cannot lease between its release and its death
     assert rt.samplers[1].name == "sampler-1.1" and rt.sampler_id(1) == "sampler-1.1"  # a new id
-    assert ev.index(("sampler-1.1", "ready")) > release
-    assert ("bus", "broadcast", 0) in ev and ev[-1] == ("sampler-1.1", "start_sampling")
     assert rt.replaced == 1
+
+
+def test_the_others_go_on_while_a_replacement_starts_and_it_joins_once_up(rt):
+    rt.replace_samplers([1], "died")
+    ev = [e for e in rt.events if e[0] != "log"]
+    # not waited for: the bus is rebuilt among the others at once and they get the weights
+    assert ("bus", "open", ("sampler-0",)) in ev and ("bus", "broadcast", 0) in ev
+    assert ("sampler-0", "leave_bus") in ev and ("sampler-1", "leave_bus") not in ev  # the dead one is not asked
+    assert ("sampler-1.1", "start_sampling") not in ev and 1 in rt.starting
+    assert rt.poll_starting() == []  # not up yet
+    rt.samplers[1].ready_ref.done = True  # now it is
+    assert rt.poll_starting() == [1]
+    ev = [e for e in rt.events if e[0] != "log"]
+    assert ev[-3:] == [("bus", "open", ("sampler-0", "sampler-1.1")), ("bus", "broadcast", 0),
+                       ("sampler-1.1", "start_sampling")]  # it joins, gets the weights, then samples
+    assert not rt.starting and [i for i, _ in rt.active()] == [0, 1]
     rt.replace_samplers([1], "died again")
     assert rt.samplers[1].name == "sampler-1.2"
     assert ("queue", "release_sampler", "sampler-1.1", True) in rt.events
+
+
+@pytest.mark.parametrize("how", ["failed", "timeout"])
+def test_a_replacement_that_cannot_start_leaves_the_run_going_with_fewer_samplers(rt, how):
+    import time
+
+    rt.last_stats = {0: {"busy_s": 1.0}, 1: {"busy_s": 2.0}}
+    rt.next_ready[1] = (True, RuntimeError("no GPU")) if how == "failed" else (False, None)
+    rt.replace_samplers([1], "died")
+    if how == "timeout":
+        time.sleep(0.25)  # past sampler.start_timeout_s
+    assert rt.poll_starting() == []
+    assert rt.gone == {1} and not rt.starting and [i for i, _ in rt.active()] == [0]
+    warn = [e[1] for e in rt.events if e[0] == "log" and "WARNING" in e[1]]
+    assert len(warn) == 1 and "sampler-1.1 could not be replaced" in warn[0] and "1 sampler(s) of 2" in warn[0]
+    assert ("no GPU" in warn[0]) if how == "failed" else ("start_timeout_s" in warn[0])
+    assert ("queue", "release_sampler", "sampler-1.1", True) in rt.events  # whatever it held goes out again
+    assert rt.sampler_stats()[1] == {"busy_s": 2.0}  # its slot reports its last figures
+
+
+def test_with_no_sampler_left_the_driver_waits_for_the_replacement_then_says_it_cannot_go_on(rt):
+    from ada_ray.driver.runtime import RuntimeFailure
+
+    rt.samplers = rt.samplers[:1]
+    rt.next_ready[0] = (False, None)
+    with pytest.raises(RuntimeFailure, match="no sampler could be started within sampler.start_timeout_s"):
+        rt.replace_samplers([0], "died")
+    assert any("no sampler is up" in e[1] for e in rt.events if e[0] == "log")
 
 
 def test_a_long_cohort_wait_says_who_holds_the_work(rt):

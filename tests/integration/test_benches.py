@@ -173,3 +173,14 @@ def test_bench_budget_smoke_and_resume(ray_cluster, tmp_path):
     lv = levers.run(out_dir=tmp_path, smoke=True)  # reuses the base pass rates measured above
     assert [r["lever"] for r in lv["rows"]] == [x[0] for x in levers.LEVERS]
     assert lv["rows"][0]["samples_per_prompt"] == 4.0
+
+
+def test_bench_kill_smoke(ray_cluster, tmp_path):
+    from ada_ray.bench import kill
+
+    d = kill.run(out_dir=tmp_path, smoke=True, cases="waiting")
+    (r,) = d["rows"]
+    assert r["case"] == "waiting" and r["replaced"] == 1 and r["accounting_ok"]
+    assert r["returned_prompts"] > 0 and r["prompts_reissued"] >= r["returned_prompts"]
+    assert r["cohorts_trained"] == 5 and r["to_next_cohort_s"] > 0
+    assert "| waiting |" in kill.format_table(d)
