@@ -136,6 +136,8 @@ class Runtime:
             if i not in leaving:
                 _get(sp.leave_bus.remote(), 60, "leave weight bus")
         _get(self.learners[0].bus_close.remote(), 60, "close weight bus")
+        if not self.active():  # no sampler is up: the bus opens again when one is
+            return
         self.open_bus()
         self._broadcast(self.version)
 

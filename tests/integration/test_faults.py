@@ -48,11 +48,18 @@ def test_killed_sampler_is_replaced_and_run_completes(ray_cluster, model_path, t
             rt.train(cohort, step)
             rt.sync_weights(step + 1)
         assert rt.replaced == 1 and any("sampler-1" in line and "replacing" in line for line in logs), logs
+        # the run went on with sampler 0 while the replacement started; it joins once up (if it has not yet)
+        deadline = time.monotonic() + 300
+        while rt.starting and time.monotonic() < deadline:
+            rt.poll_starting(wait_s=5.0)
+        assert not rt.starting and not rt.gone and any("sampler-1.1 is up" in line for line in logs), logs
         new_pid = ray.get(rt.samplers[1].pid.remote())
         assert new_pid != victim_pid
         stats = rt.sampler_stats()[1]
         assert stats["version"] == cfg.trainer.total_steps  # the new sampler follows the weight bus
-        assert stats["samples"] > 0  # and it generates
+        steps_before = stats["steps"]
+        rt.evaluate(train_set.prompts[:8], 2, 1.0, 0)  # spread over both samplers: the new one generates
+        assert rt.sampler_stats()[1]["steps"] > steps_before
     finally:
         acct = rt.shutdown()
     assert acct["items_ok"] and acct["prompts_ok"]
