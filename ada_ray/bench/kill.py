@@ -7,8 +7,8 @@ of two ways (`cases`):
   die with it: the learners' fetch fails, the cohort goes back to the queue, those prompts are sampled
   again).
 Recorded per case: the arrival time of every cohort, the driver's interval between cohorts before the
-kill (median), the seconds from the kill to the next cohort trained and the excess over that median (the
-kill's cost), how long the replacement took to start (the driver's log), prompts sampled again, and the
+kill (median), the seconds from the kill to the next cohort trained, the longest time without a trained
+step from the kill on and its excess over that median (the kill's cost), how long the replacement took to start (the driver's log), prompts sampled again, and the
 accounting. Each case is a fresh cluster; the steps around the kill are in the output for a plot.
 """
 
@@ -39,17 +39,19 @@ def run_case(case: str, steps: int, kill_at: int, overrides: list[str], out_dir:
     from ada_ray.algo.types import Signal
     from ada_ray.config import load_config
     from ada_ray.data.datasets import load_splits
+    from ada_ray.data.warmstart import resolve_model_path
     from ada_ray.driver import cluster as cl
     from ada_ray.driver.runtime import Runtime
 
     cfg = load_config("default", ["sampler.num_samplers=2", "trainer.ray_num_cpus=3", f"trainer.total_steps={steps}",
                                   "trainer.batch_prompts=16", "tracking.enabled=false",
                                   f"trainer.output_dir={out_dir}", *overrides])
-    tok = AutoTokenizer.from_pretrained(cfg.model.path)
+    model_path = resolve_model_path(cfg)
+    tok = AutoTokenizer.from_pretrained(model_path)
     train_set, _ = load_splits(cfg.data, tok)
     logs: list[tuple[float, str]] = []
     cluster = cl.connect(cfg)
-    rt = Runtime.build(cfg, cluster, cfg.model.path, train_set.prompts, log=lambda line: logs.append((time.time(), line)))
+    rt = Runtime.build(cfg, cluster, model_path, train_set.prompts, log=lambda line: logs.append((time.time(), line)))
     arrivals: list[float] = []
     killed_at: Optional[float] = None
     returned = 0
@@ -84,12 +86,15 @@ def run_case(case: str, steps: int, kill_at: int, overrides: list[str], out_dir:
         raise RuntimeError(f"bench kill ({case}): the kill never happened (victim had no samples in a cohort)")
     before = [b - a for a, b in zip(arrivals, arrivals[1:]) if b <= killed_at]
     after = [t for t in arrivals if t > killed_at]
+    gaps_after = [b - a for a, b in zip([killed_at] + after, after)]  # from the kill on
     interval = statistics.median(before) if before else float("nan")
     replaced = [t for t, line in logs if REPLACING.search(line)]
     ready = [t for t, line in logs if "weight bus" in line or "broadcast" in line]
     return {"case": case, "steps": steps, "kill_at": kill_at, "interval_before_s": interval,
             "to_next_cohort_s": after[0] - killed_at if after else float("nan"),
-            "cost_s": (after[0] - killed_at - interval) if after else float("nan"),
+            "longest_gap_after_s": max(gaps_after, default=float("nan")),
+            # the kill's cost: the longest time without a trained step from the kill on, over the usual interval
+            "cost_s": max(gaps_after, default=float("nan")) - interval,
             "detected_after_s": (replaced[0] - killed_at) if replaced else float("nan"),
             "cohorts_trained": len(arrivals), "returned_prompts": returned,
             "prompts_reissued": stats.get("prompts_reissued", 0), "replaced": rt.replaced,
@@ -110,9 +115,11 @@ def run(steps: int = 14, kill_at: int = 5, cases: str = "sampling,waiting", out_
 
 
 def format_table(result: dict) -> str:
-    lines = ["| kill | interval between cohorts before (s) | kill -> next cohort (s) | cost (s) | replacement "
-             "started after (s) | prompts sampled again | accounting |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| kill | interval between steps before (s) | kill -> next step (s) | longest gap after (s) | cost (s) | "
+             "replacement asked for after (s) | prompts sampled again | accounting |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in result["rows"]:
-        lines.append(f"| {r['case']} | {r['interval_before_s']:.2f} | {r['to_next_cohort_s']:.1f} | {r['cost_s']:.1f} | "
+        lines.append(f"| {r['case']} | {r['interval_before_s']:.2f} | {r['to_next_cohort_s']:.1f} | "
+                     f"{r['longest_gap_after_s']:.1f} | {r['cost_s']:.1f} | "
                      f"{r['detected_after_s']:.1f} | {r['prompts_reissued']} | {'ok' if r['accounting_ok'] else 'BROKEN'} |")
     return "\n".join(lines)

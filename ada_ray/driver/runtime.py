@@ -168,15 +168,17 @@ class Runtime:
 
     # -- fault tolerance ------------------------------------------------------------------------
 
-    def dead_samplers(self, timeout_s: float = 30.0) -> list[int]:
-        """Indices of samplers (that are up) that are gone, or whose loop died."""
+    def dead_samplers(self, timeout_s: float = 30.0, hung_too: bool = True) -> list[int]:
+        """Indices of samplers (that are up) that are gone, or whose loop died; with `hung_too`, also those
+        that do not answer a trivial call within `timeout_s`."""
         active = self.active()
         refs = [sp.ready.remote() for _, sp in active]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
         dead = []
         for (i, _), r in zip(active, refs):
             if r not in ready:
-                dead.append(i)  # not answering a trivial call: hung
+                if hung_too:
+                    dead.append(i)  # not answering a trivial call: hung
                 continue
             try:
                 ray.get(r)
@@ -320,6 +322,11 @@ class Runtime:
         """Broadcast the learner's weights as `version` to every sampler, then tell the queue (replacements
         that are up join first)."""
         self.poll_starting()
+        # a sampler that died since the last update would hang the collective until weight_sync.timeout_s
+        # (and break it under the others): one trivial call each first, and the dead are replaced
+        dead = self.dead_samplers(timeout_s=5.0, hung_too=False)
+        if dead:
+            self.replace_samplers(dead, "died")
         t0 = time.perf_counter()
         self.version = version
         stats = self._broadcast(version)

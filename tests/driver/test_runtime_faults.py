@@ -68,7 +68,7 @@ def rt(monkeypatch):
     r.next_ready = {}  # index -> (done, error) of the next replacement's start
     r._new_sampler = lambda i, version: Handle(r.sampler_id(i), events, None, *r.next_ready.get(i, (False, None)))
     r.open_bus = lambda: events.append(("bus", "open", tuple(sp.name for _, sp in r.active())))
-    r._broadcast = lambda version: events.append(("bus", "broadcast", version))
+    r._broadcast = lambda version: events.append(("bus", "broadcast", version)) or {}
     r.events = events
     return r
 
@@ -147,3 +147,14 @@ def test_a_cohort_with_lost_payloads_goes_back_and_the_dead_sampler_is_replaced(
     ev = [e for e in rt.events if e[0] != "log"]
     assert ev.index(("queue", "return_cohort", cohort, ["sampler-0"])) < ev.index(("sampler-0", "KILLED"))
     assert rt.samplers[0].name == "sampler-0.1"
+
+
+def test_a_sampler_that_died_since_the_last_update_is_replaced_before_the_broadcast(rt):
+    """Otherwise the collective would wait for it until weight_sync.timeout_s and break under the others."""
+    rt.queue.answers["set_version"] = None
+    rt.samplers[1].ready_ref = Ref(error=RuntimeError("ActorDiedError"))
+    rt.sync_weights(3)
+    ev = [e for e in rt.events if e[0] != "log"]
+    assert ev.index(("sampler-1", "KILLED")) < ev.index(("bus", "broadcast", 3))
+    assert ("bus", "open", ("sampler-0",)) in ev  # the bus among the living, before version 3 is sent
+    assert ("sampler-0", "KILLED") not in ev and 1 in rt.starting
