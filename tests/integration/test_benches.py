@@ -118,7 +118,7 @@ def test_bench_paper_smoke(ray_cluster, tmp_path):
         for c in curves:
             assert [p["step"] for p in c] == [0, 2, 4]  # the shared base point, then every eval_every steps
             assert c[0]["avg"] == t["base"]["avg16"]
-    logged = {n: [json.loads(x)["step"] for x in (tmp_path / "paper_runs" / f"{n}_s0" / "eval_per_prompt.jsonl")
+    logged = {n: [json.loads(x)["step"] for x in (tmp_path / "paper_runs" / "runs" / f"{n}_s0" / "eval_per_prompt.jsonl")
                   .read_text().splitlines()] for n in t["methods"]}
     assert logged == {"grpo_n4": [0, 2, 4], "ada_seq_balance": [2, 4]}  # trainer.eval_at_start=false after the first run
     bal = t["methods"]["ada_seq_balance"]
@@ -126,6 +126,12 @@ def test_bench_paper_smoke(ray_cluster, tmp_path):
     assert math.isclose(bal["diff_to_grpo_n4"]["mean"], bal["avg16"][0] - t["methods"]["grpo_n4"]["avg16"][0])
     assert (tmp_path / "paper_eval.png").read_bytes()[:4] == b"\x89PNG"
     assert "ada_seq_balance" in paper.format_table(d)
+    # a bench started again with the same parameters resumes: every run's summary is there, nothing retrains
+    table_text = (tmp_path / "paper_table.json").read_text()
+    (tmp_path / "paper_runs" / "runs").rename(tmp_path / "moved")
+    paper.run(out_dir=tmp_path, smoke=True)
+    assert not (tmp_path / "paper_runs" / "runs").exists()
+    assert (tmp_path / "paper_table.json").read_text() == table_text
 
 
 def test_bench_scale_smoke(ray_cluster, tmp_path):
