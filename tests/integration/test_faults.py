@@ -113,7 +113,7 @@ def test_a_sampler_killed_while_its_samples_wait_for_the_learner_is_sampled_agai
                     rt.train(cohort, step)
                 assert e.value.owners == [victim]
                 returned = rt.return_cohort(cohort, [victim])
-                assert 0 < returned <= len(cohort.groups)
+                assert returned > 0  # its prompts in this cohort, and in the open cohorts ahead of it
                 cohort = rt.wait_cohort(step, timeout_s=300, poll_s=2.0)
                 assert victim not in _owners(cohort) and len(cohort.groups) == cfg.trainer.batch_prompts
             rt.train(cohort, step)
