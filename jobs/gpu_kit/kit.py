@@ -261,7 +261,8 @@ def install(out: Path, venv: Path, check: list[str], project: Path | None, pytho
     failed = {}
     for mod in check:
         r = subprocess.run([vpy, "-c", f"import {mod}; print(getattr({mod}, '__version__', ''))"],
-                           capture_output=True, text=True, cwd=str(venv))  # not the caller's folder first on the path
+                           capture_output=True, text=True, cwd=str(venv),  # not the caller's folder first on the path
+                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})  # nor the caller's path
         if r.returncode != 0:
             failed[mod] = (r.stderr.strip().splitlines() or ["?"])[-1][:300]
     report = {"venv": str(venv), "wheels": len(wheels), "unpack_s": round(t_unpack, 1),

@@ -187,6 +187,8 @@ def test_bench_kill_smoke(ray_cluster, tmp_path):
     d = kill.run(out_dir=tmp_path, smoke=True, cases="waiting")
     (r,) = d["rows"]
     assert r["case"] == "waiting" and r["replaced"] == 1 and r["accounting_ok"]
-    assert r["returned_prompts"] > 0 and r["prompts_reissued"] >= r["returned_prompts"]
+    # the learners' fetch fails (the cohort goes back) or reads the dead sampler's objects before Ray frees
+    # them (trained: correct too); either way its other samples in the open cohorts are sampled again
+    assert r["prompts_reissued"] >= r["returned_prompts"] >= 0
     assert r["cohorts_trained"] == 5 and r["to_next_cohort_s"] > 0
     assert "| waiting |" in kill.format_table(d)
