@@ -17,7 +17,7 @@ import pytest
 
 from ada_ray.config import load_config
 from ada_ray.driver.trainer import train
-from tests.integration.conftest import tiny_overrides
+from tests.integration.conftest import SESSION_MARK, _ours, tiny_overrides
 
 pytestmark = pytest.mark.slow
 
@@ -34,8 +34,10 @@ def last_step(run_dir) -> int:
 
 
 def actor_pids(cls: str) -> list[int]:
+    """This test session's actors of `cls` (the session mark in their environment): a Ray cluster of anyone
+    else on the machine - another run, a bench - is never touched."""
     out = subprocess.run(["pgrep", "-f", f"ray::{cls}"], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
+    return [int(p) for p in out.split() if _ours(int(p), os.environ[SESSION_MARK])]
 
 
 def test_run_survives_killed_queue_learner_and_sampler(ray_cluster, model_path, tmp_path):
