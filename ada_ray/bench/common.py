@@ -82,3 +82,9 @@ def bar_chart(path: Path, title: str, ylabel: str, groups: dict[str, dict[str, f
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def md_table(columns: list[str], rows: list[list]) -> str:
+    """A Markdown table: a header of `columns`, then one line per row (cells as they are given)."""
+    lines = ["| " + " | ".join(columns) + " |", "| " + " | ".join("---" for _ in columns) + " |"]
+    return "\n".join(lines + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from ada_ray.bench.common import write_result
+from ada_ray.bench.common import md_table, write_result
 
 REPLACING = re.compile(r"sampler-(\d+) .*replacing it")
 
@@ -115,11 +115,9 @@ def run(steps: int = 14, kill_at: int = 5, cases: str = "sampling,waiting", out_
 
 
 def format_table(result: dict) -> str:
-    lines = ["| kill | interval between steps before (s) | kill -> next step (s) | longest gap after (s) | cost (s) | "
-             "replacement asked for after (s) | prompts sampled again | accounting |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in result["rows"]:
-        lines.append(f"| {r['case']} | {r['interval_before_s']:.2f} | {r['to_next_cohort_s']:.1f} | "
-                     f"{r['longest_gap_after_s']:.1f} | {r['cost_s']:.1f} | "
-                     f"{r['detected_after_s']:.1f} | {r['prompts_reissued']} | {'ok' if r['accounting_ok'] else 'BROKEN'} |")
-    return "\n".join(lines)
+    columns = ["kill", "interval between steps before (s)", "kill -> next step (s)", "longest gap after (s)", "cost (s)",
+               "replacement asked for after (s)", "prompts sampled again", "accounting"]
+    return md_table(columns, [[r["case"], f"{r['interval_before_s']:.2f}", f"{r['to_next_cohort_s']:.1f}",
+                               f"{r['longest_gap_after_s']:.1f}", f"{r['cost_s']:.1f}", f"{r['detected_after_s']:.1f}",
+                               r["prompts_reissued"], "ok" if r["accounting_ok"] else "BROKEN"]
+                              for r in result["rows"]])
