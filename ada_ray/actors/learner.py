@@ -131,7 +131,7 @@ class Learner:
         from ada_ray.learner.core import Row
 
         if minibatches is None:
-            if getattr(self, "staged", None) is None:
+            if self.staged is None:
                 raise RuntimeError(f"learner {self.rank}: train_step(None) with no staged share (call stage first)")
             minibatches, self.staged = self.staged, None
         t0 = time.perf_counter()

@@ -66,20 +66,30 @@ def pack(token_ids: Sequence[Sequence[int]], logprobs: Sequence[Sequence[float]]
     return {"ids": ids, "logprobs": lps, "has_logprobs": has_lp, "offsets": offsets, "texts": list(texts)}
 
 
+def row_arrays(arrays: dict, i: int) -> tuple[np.ndarray, np.ndarray, str]:
+    """Sample i of a batch as views: (int32 ids, float64 log-probs - empty when it had none, text)."""
+    a, b = int(arrays["offsets"][i]), int(arrays["offsets"][i + 1])
+    lps = arrays["logprobs"][a:b] if arrays["has_logprobs"][i] else arrays["logprobs"][:0]
+    return arrays["ids"][a:b], lps, arrays["texts"][i]
+
+
 def row(arrays: dict, i: int) -> tuple[bytes, bytes, str]:
     """Sample i of a batch as a Sample's packed fields: (int32 ids, float64 log-probs, text)."""
-    a, b = int(arrays["offsets"][i]), int(arrays["offsets"][i + 1])
-    lps = arrays["logprobs"][a:b].tobytes() if arrays["has_logprobs"][i] else b""
-    return arrays["ids"][a:b].tobytes(), lps, arrays["texts"][i]
+    ids, lps, text = row_arrays(arrays, i)
+    return ids.tobytes(), lps.tobytes(), text
+
+
+def distinct_batches(batches: Iterable[PayloadBatch]) -> list[PayloadBatch]:
+    """Each batch once (by key), in first-seen order."""
+    seen: dict[str, PayloadBatch] = {}
+    for b in batches:
+        seen.setdefault(b.key, b)
+    return list(seen.values())
 
 
 def remote_batches(samples: Iterable[Sample]) -> list[PayloadBatch]:
     """The distinct batches these samples' payloads are in (in first-seen order)."""
-    seen: dict[str, PayloadBatch] = {}
-    for s in samples:
-        if s.payload is not None:
-            seen.setdefault(s.payload[0].key, s.payload[0])
-    return list(seen.values())
+    return distinct_batches(s.payload[0] for s in samples if s.payload is not None)
 
 
 def fill(samples: Iterable[Sample], fetched: dict[str, dict]) -> int:

@@ -51,7 +51,7 @@ class Runtime:
     log: Any = print
     stall_note_s: float = 60.0  # a cohort wait this long is logged (queue stats: ready, leased and by whom)
     generations: dict = field(default_factory=dict)  # sampler index -> how many times it was replaced
-    # replacements still starting: index -> (handle, its ready() call, when it was asked for); the run goes
+    # replacements still starting: index -> (its ready() call, when it was asked for); the run goes
     # on with the other samplers meanwhile (they are the weight bus), and a sampler joins once it is up
     starting: dict = field(default_factory=dict)
     gone: set = field(default_factory=set)  # indices whose replacement could not start: the run has fewer samplers
@@ -130,7 +130,7 @@ class Runtime:
         _get(refs, ws.timeout_s + 30, "weight bus connect")
 
     def rebuild_bus(self, leaving: list[int] = ()) -> None:
-        """Every sampler that is up (but those in `leaving`, which are gone) leaves the bus; it is opened
+        """Every sampler that is up (but those in `leaving`, which are not on it yet) leaves the bus; it is opened
         again among the samplers up now, and the current weights are sent (a new one has none yet)."""
         for i, sp in self.active():
             if i not in leaving:
@@ -200,9 +200,9 @@ class Runtime:
             _get(self.queue.release_sampler.remote(self.sampler_id(i), True), 60, "release sampler")
             self.generations[i] = self.generations.get(i, 0) + 1
             self.samplers[i] = self._new_sampler(i, self.version)
-            self.starting[i] = (self.samplers[i], self.samplers[i].ready.remote(), time.monotonic())
+            self.starting[i] = (self.samplers[i].ready.remote(), time.monotonic())
         self.replaced += len(indices)
-        self.rebuild_bus(leaving=list(indices))
+        self.rebuild_bus()  # among the others (the new ones are starting, not on it)
         if not self.active():  # nothing else samples: wait here for the new ones (the stall note says so)
             self.log(f"no sampler is up: waiting for {len(self.starting)} replacement(s) to start")
             deadline = time.monotonic() + self.cfg.sampler.start_timeout_s
@@ -219,10 +219,10 @@ class Runtime:
         resources), is given up with a warning: the run goes on with fewer samplers. The indices joined."""
         if not self.starting:
             return []
-        refs = [ref for _, ref, _ in self.starting.values()]
+        refs = [ref for ref, _ in self.starting.values()]
         done, _ = ray.wait(refs, num_returns=len(refs), timeout=wait_s)
         joined = []
-        for i, (handle, ref, asked) in list(self.starting.items()):
+        for i, (ref, asked) in list(self.starting.items()):
             why = None
             if ref in done:
                 try:
@@ -238,7 +238,7 @@ class Runtime:
                 del self.starting[i]
                 self.gone.add(i)
                 try:
-                    ray.kill(handle, no_restart=True)
+                    ray.kill(self.samplers[i], no_restart=True)
                 except Exception:  # noqa: BLE001
                     pass
                 _get(self.queue.release_sampler.remote(self.sampler_id(i), True), 60, "release sampler")

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import numpy as np
-
-from ada_ray.algo.payloads import row as payload_row
+from ada_ray.algo.payloads import distinct_batches, row_arrays
 from ada_ray.algo.types import Group, PayloadBatch, Sample
 
 
@@ -39,12 +37,7 @@ def _tokens(g: Group) -> int:
 
 def share_batches(share: Sequence[tuple[list[dict], float, float]]) -> list[PayloadBatch]:
     """The distinct payload batches a learner's share needs."""
-    seen: dict[str, PayloadBatch] = {}
-    for rows, _, _ in share:
-        for r in rows:
-            if "payload" in r:
-                seen.setdefault(r["payload"][0].key, r["payload"][0])
-    return list(seen.values())
+    return distinct_batches(r["payload"][0] for rows, _, _ in share for r in rows if "payload" in r)
 
 
 def fill_rows(share: Sequence[tuple[list[dict], float, float]], fetched: dict[str, dict]) -> None:
@@ -53,9 +46,8 @@ def fill_rows(share: Sequence[tuple[list[dict], float, float]], fetched: dict[st
         for r in rows:
             if "payload" in r:
                 batch, i = r.pop("payload")
-                ids, lps, _ = payload_row(fetched[batch.key], i)
-                r["completion"] = np.frombuffer(ids, dtype=np.int32).tolist()
-                r["behaviour_logprobs"] = np.frombuffer(lps, dtype=np.float64).tolist()
+                ids, lps, _ = row_arrays(fetched[batch.key], i)
+                r["completion"], r["behaviour_logprobs"] = ids.tolist(), lps.tolist()
 
 
 def learner_shares(groups: Sequence[Group], num_learners: int, mini_batches: int) -> list[list[tuple[list[dict], float, float]]]:

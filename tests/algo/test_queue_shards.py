@@ -177,3 +177,19 @@ def test_a_shard_view_reads_only_admitted_prompts():
     view = qs.ShardSource(src, 0, 2)
     WorkScheduler(view, AlgoConfig(name="grpo"), batch_prompts=4, max_staleness=1)
     assert len(src.fetched) == 8 and all(qs.shard_of(p, 2) == 0 for p in src.fetched)
+
+
+def test_a_merged_cohort_splits_back_into_each_shards_part():
+    """What the coordinator hands each shard when a cohort comes back (return_cohort)."""
+    from ada_ray.algo.queue_shards import merge_cohorts, shard_of, split_cohort
+    from ada_ray.algo.scheduler import CohortResult
+
+    groups = [group(f"p{i}", 3) for i in range(8)]
+    merged = CohortResult(3, groups[:6], groups[6:], 8, True, 40, 2)
+    parts = split_cohort(merged, 2)
+    for k, part in enumerate(parts):
+        assert all(shard_of(g.prompt_id, 2) == k for g in part.groups + part.dropped)
+        assert part.draws == len(part.groups) + len(part.dropped) and part.dapo_cap_hit
+    again = merge_cohorts(3, parts)
+    assert sorted(g.prompt_id for g in again.groups) == sorted(g.prompt_id for g in merged.groups)
+    assert (again.draws, again.samples_generated, again.skipped) == (8, 40, 2)
