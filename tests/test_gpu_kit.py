@@ -87,6 +87,22 @@ def test_round_trip_installs_offline_and_imports(small_kit, tmp_path):
     assert out.stdout.split() == ["a", "40000"]
 
 
+@pytest.mark.slow
+def test_import_check_sees_the_venv_alone(small_kit, tmp_path):
+    """A module the caller's PYTHONPATH or working folder provides, but the kit does not, fails the check:
+    on the device the check must prove the venv has it (CI sets no PYTHONPATH; a developer's shell may)."""
+    on_path, here = tmp_path / "on_path", tmp_path / "here"
+    on_path.mkdir()
+    here.mkdir()
+    (on_path / "kitc.py").write_text("")
+    (here / "kitd.py").write_text("")
+    env = {**os.environ, "PYTHONPATH": str(on_path)}
+    r = subprocess.run([sys.executable, str(KIT), "install", "--out", str(small_kit), "--venv", str(tmp_path / "venv"),
+                        "--check", "kita,kitc,kitd"], capture_output=True, text=True, timeout=300, env=env, cwd=here)
+    assert r.returncode != 0
+    assert "kitc" in r.stderr and "kitd" in r.stderr and "'kita'" not in r.stderr
+
+
 def test_a_damaged_or_missing_part_is_named(small_kit, tmp_path, capsys):
     kit = load_kit()
     part = sorted(small_kit.glob(kit.PART_PREFIX + "*"))[1]
