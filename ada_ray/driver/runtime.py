@@ -186,18 +186,23 @@ class Runtime:
                 dead.append(i)
         return dead
 
+    def _retire(self, i: int) -> None:
+        """Kill sampler i and retire its id at the queue: its leased work goes out again, anything it still
+        asks for (a call in flight) gets no work, its payloads are sampled again. Killed first: a live
+        culprit leasing after its release would take work down with it."""
+        try:
+            ray.kill(self.samplers[i], no_restart=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+        _get(self.queue.release_sampler.remote(self.sampler_id(i), True), 60, "release sampler")
+
     def replace_samplers(self, indices: list[int], why: str) -> None:
         """Kill these samplers and ask for new ones, without waiting for them: the weight bus is rebuilt at
         once among the others, which go on sampling (and get the weights), and each new one joins when it
         is up (`poll_starting`). (No indices: only rebuild the bus and resend the weights.)"""
         for i in indices:
             self.log(f"sampler-{i} {why}: replacing it; its leased work goes out again")
-            try:  # killed first: a live culprit leasing after its release would take work down with it
-                ray.kill(self.samplers[i], no_restart=True)
-            except Exception:  # noqa: BLE001
-                pass
-            # retired: anything it still asks for (a call in flight) gets no work, its payloads are sampled again
-            _get(self.queue.release_sampler.remote(self.sampler_id(i), True), 60, "release sampler")
+            self._retire(i)
             self.generations[i] = self.generations.get(i, 0) + 1
             self.samplers[i] = self._new_sampler(i, self.version)
             self.starting[i] = (self.samplers[i].ready.remote(), time.monotonic())
@@ -237,11 +242,7 @@ class Runtime:
             if why:
                 del self.starting[i]
                 self.gone.add(i)
-                try:
-                    ray.kill(self.samplers[i], no_restart=True)
-                except Exception:  # noqa: BLE001
-                    pass
-                _get(self.queue.release_sampler.remote(self.sampler_id(i), True), 60, "release sampler")
+                self._retire(i)
                 self.log(f"WARNING: {self.sampler_id(i)} could not be replaced: {why}; the run goes on with "
                          f"{len(self.active())} sampler(s) of {len(self.samplers)}")
         if joined:
