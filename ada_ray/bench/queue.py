@@ -1,7 +1,10 @@
 """`ada-ray bench queue`: PromptQueue overhead.
 
 1. Scheduler operations per second, pure (no Ray): lease + report of Reinforce-Ada-Seq-balance work
-   for a large synthetic dataset (fake samples, Bernoulli rewards).
+   for a large synthetic dataset (fake samples, Bernoulli rewards); and where the queue's CPU per work
+   item goes, in process (`per_item_split`): the scheduler's lease, pickling the leased items, unpickling
+   a report (what Ray does to a report call's argument in the queue), the scheduler's report, taking a
+   cohort and pickling it for the driver - every part of an item's path through the queue but Ray's call.
 2. Through the Ray actor: lease / report round trips per second from one client.
 3. The queue's share of a real training run's wall time: the actor's busy seconds over the run's
    elapsed time, from `queue/busy_s_total` in a run's metrics (target <= 1%).
@@ -56,6 +59,66 @@ def pure_ops(prompts: int, batch: int, steps: int) -> dict:
             "groups_per_s": steps * batch / busy}
 
 
+def per_item_split(prompts: int = 100_000, batch: int = 1024, steps: int = 12, items_per_call: int = 64,
+                   pass_rate: float = 0.3, seed: int = 0) -> dict:
+    """Microseconds of queue CPU per work item, by part, in process (no Ray), for Seq-balance work with
+    object-store samples (metadata and a payload row, as the default transport reports them). The heap
+    is frozen after loading, as the PromptQueue actor freezes it (`settle_heap`)."""
+    import gc
+    import pickle
+
+    from ada_ray.actors.prompt_queue import settle_heap
+    from ada_ray.algo.payloads import remote_sample
+    from ada_ray.algo.types import PayloadBatch
+
+    s = WorkScheduler(_prompts(prompts), AlgoConfig(name="ada_seq_balance"), batch_prompts=batch,
+                      max_staleness=2, total_steps=steps, seed=seed)
+    settle_heap()
+    rng = random.Random(seed)
+    parts = dict.fromkeys(("lease", "lease_pickle", "report_unpickle", "report", "take_cohort", "cohort_pickle"), 0.0)
+    items_total = samples_total = calls = 0
+    step = 0
+
+    def timed(part, fn, *args):
+        t0 = time.perf_counter()
+        out = fn(*args)
+        parts[part] += time.perf_counter() - t0
+        return out
+
+    try:
+        while step < steps:
+            items = timed("lease", s.lease, "s", items_per_call, 0.0)
+            if not items:
+                raise RuntimeError(f"per_item_split: no work ready before cohort {step} was complete")
+            timed("lease_pickle", pickle.dumps, items)
+            calls += 1
+            batch_ref = PayloadBatch(f"b{calls}", "s", [None])
+            reports, row = [], 0
+            for it in items:
+                reports.append((it.item_id, [remote_sample(it.prompt_id, 1.0 if rng.random() < pass_rate else 0.0,
+                                                           it.version, batch_ref, row + j, 512)
+                                             for j in range(it.num_samples)]))
+                row += it.num_samples
+            wire = pickle.dumps(reports)
+            reports = timed("report_unpickle", pickle.loads, wire)
+            t0 = time.perf_counter()
+            for item_id, samples in reports:
+                s.report("s", item_id, samples)
+            parts["report"] += time.perf_counter() - t0
+            items_total += len(items)
+            samples_total += row
+            while s.cohort_status(step) == "ready":
+                res = timed("take_cohort", s.take_cohort, step)
+                timed("cohort_pickle", pickle.dumps, res)
+                step += 1
+                s.set_version(step)
+    finally:
+        gc.unfreeze()
+    us = {k: 1e6 * v / items_total for k, v in parts.items()}
+    return {"prompts": prompts, "batch": batch, "steps": steps, "items_per_call": items_per_call, "items": items_total,
+            "samples_per_item": samples_total / items_total, "us_per_item": us, "total_us_per_item": sum(us.values())}
+
+
 def actor_round_trips(n: int) -> dict:
     import ray
 
@@ -98,13 +161,15 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, steps: int = 200) 
     if smoke:
         steps = 5
     pure = pure_ops(prompts=20000 if not smoke else 500, batch=512 if not smoke else 16, steps=steps if not smoke else 5)
+    split = per_item_split(prompts=100_000 if not smoke else 2_000, batch=1024 if not smoke else 32,
+                           steps=12 if not smoke else 3)
     actor = actor_round_trips(2000 if not smoke else 50)
     shares = []
     for f in sorted((out_dir / "system_runs").glob("*/metrics.jsonl")):
         sh = run_share(f)
         if sh:
             shares.append(sh)
-    result = {"pure": pure, "actor": actor, "training_runs": shares}
+    result = {"pure": pure, "split": split, "actor": actor, "training_runs": shares}
     write_result(out_dir, "queue", result)
     if shares:
         bar_chart(out_dir / "queue.png", "PromptQueue busy time / run wall time (target <= 1%)", "percent",
@@ -116,6 +181,12 @@ def format_table(result: dict) -> str:
     p, a = result["pure"], result["actor"]
     lines = [f"- scheduler (pure): {p['ops_per_s']:.0f} ops/s, {p['groups_per_s']:.0f} groups/s",
              f"- PromptQueue actor: {a['calls_per_s']:.0f} lease/report round trips/s"]
+    sp = result.get("split")
+    if sp:
+        parts = ", ".join(f"{k} {v:.1f}" for k, v in sp["us_per_item"].items())
+        lines.append(f"- queue CPU per work item in process ({sp['prompts']:,} prompts, B = {sp['batch']}, "
+                     f"{sp['items_per_call']} items a call, {sp['samples_per_item']:.1f} samples an item): "
+                     f"{sp['total_us_per_item']:.1f} us ({parts})")
     for s in result["training_runs"]:
         lines.append(f"- queue share of wall time in {s['run']}: {100 * s['queue_share']:.3f}%")
     return "\n".join(lines)
