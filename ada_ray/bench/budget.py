@@ -6,7 +6,10 @@ seeds fixed up front, `seed0`, `seed0 + 1`, ...): grpo_n4 trained for `grpo_fact
 curve is read at the other methods' wall time and samples), the default Ada method (the one
 `ada-ray train` runs: conf/default.yaml), ada_seq_balance as the paper defines it, and grpo_n16 on the
 first `n16_seeds` seeds (the slowest run; last in each seed's turn); `sb_seeds` likewise limits
-ada_seq_balance when it is not the default (the reference methods cost 2-3x a default run). Each run's summary is written to
+ada_seq_balance when it is not the default (the reference methods cost 2-3x a default run). `variants`
+(`name:config.key=value;...,name2:...`) adds settings of the default method, each run right after the
+default in every seed's turn and compared with GRPO-n4 like the rest (the common budgets stay the
+table's methods'). Each run's summary is written to
 <out>/budget_runs/<method>_s<seed>.json as it ends: a cut bench run again resumes where it stopped.
 
 Per run (from its metrics.jsonl, trained_prompts.jsonl and eval_per_prompt.jsonl):
@@ -32,7 +35,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Collection, Optional
 
 from ada_ray.bench.common import finish_eval_figure, write_result
 from ada_ray.bench.paper import BUCKETS, _mean_sd, bucket_of
@@ -46,6 +49,19 @@ def methods(default_name: str) -> list[tuple[str, str, dict]]:
     if default_name != "ada_seq_balance":
         out.append(("ada_seq_balance", "ada_seq_balance", {}))
     out.append(("grpo_n16", "grpo", {"algo.n": 16}))
+    return out
+
+
+def parse_variants(spec: str) -> list[tuple[str, str, dict]]:
+    """`variants=name:key=value;key=value,name2:...` -> (name, the default preset, overrides): settings of
+    the default method measured beside it (each runs right after the default in every seed's turn)."""
+    out = []
+    for part in filter(None, (p.strip() for p in (spec or "").split(","))):
+        name, sep, body = part.partition(":")
+        pairs = [kv.partition("=") for kv in body.split(";") if kv.strip()]
+        if not sep or not name.isidentifier() or not pairs or any(not k.strip() or not eq for k, eq, _ in pairs):
+            raise ValueError(f"bench budget: variants entry {part!r}: expected name:config.key=value[;key=value...]")
+        out.append((name, DEFAULT_PRESET, {k.strip(): v.strip() for k, _, v in pairs}))
     return out
 
 
@@ -121,9 +137,12 @@ def _diff(a: list[float], b: list[float]) -> dict:
     return {"mean": mean, "se": sd / math.sqrt(len(d)) if len(d) > 1 else float("nan"), "per_seed": d}
 
 
-def build_table(runs: dict[str, dict[int, dict]], steps: int, batch: int, base: dict, default_method: str) -> dict:
-    """The equal-budget table from every run's summary (method -> seed -> summary)."""
-    finals = [r for rs in runs.values() for r in rs.values()]
+def build_table(runs: dict[str, dict[int, dict]], steps: int, batch: int, base: dict, default_method: str,
+                variants: Collection[str] = ()) -> dict:
+    """The equal-budget table from every run's summary (method -> seed -> summary). The common wall and
+    sample budgets come from the table's methods, not from `variants` (measured beside them: a variant
+    that stops short of a budget reads nan there)."""
+    finals = [r for name, rs in runs.items() if name not in variants for r in rs.values()]
     wall_budget = min(r["curve"][-1]["wall_s"] for r in finals)
     sample_budget = min(r["curve"][-1]["samples"] for r in finals)
     table = {"default_method": default_method, "steps": steps, "batch": batch, "base": base,
@@ -217,7 +236,7 @@ def _base_rates_child(overrides: list[str], out: str, k: int) -> None:
 
 def run(steps: int = 300, batch: int = 64, seeds: int = 5, seed0: int = 11, eval_every: int = 50,
         grpo_factor: float = 1.5, n16_seeds: int = 3, sb_seeds: Optional[int] = None, out_dir: Path = Path("results"),
-        smoke: bool = False, overrides: Optional[list[str]] = None) -> dict:
+        smoke: bool = False, overrides: Optional[list[str]] = None, variants: str = "") -> dict:
     from ada_ray.config import load_config
     from ada_ray.driver.trainer import train
 
@@ -232,15 +251,22 @@ def run(steps: int = 300, batch: int = 64, seeds: int = 5, seed0: int = 11, eval
     rates = base_train_rates(data_ov, rates_path(work, data_ov))
     base_rate = {i: c / rates["k"] for i, c in zip(rates["ids"], rates["correct"])}
     signature = {"steps": steps, "batch": batch, "eval_every": eval_every, "grpo_factor": grpo_factor, "overrides": overrides}
+    extra_methods = parse_variants(variants)
+    clash = {n for n, _, _ in extra_methods} & {n for n, _, _ in methods(default_name)}
+    if clash:
+        raise ValueError(f"bench budget: variants {sorted(clash)} are named like a method of the table")
+    turn = methods(default_name)
+    turn[2:2] = extra_methods  # right after the default
     runs: dict[str, dict[int, dict]] = {}
     for i, seed in enumerate(range(seed0, seed0 + seeds)):
-        for name, preset, extra in methods(default_name):
+        for name, preset, extra in turn:
             if (name == "grpo_n16" and i >= n16_seeds) or (name == "ada_seq_balance" and sb_seeds is not None
                                                              and i >= sb_seeds and name != default_name):
                 continue
             n_steps = int(round(steps * grpo_factor)) if name == "grpo_n4" else steps
             summary_path = work / f"{name}_s{seed}.json"
-            if summary_path.is_file() and json.loads(summary_path.read_text()).get("signature") == signature:
+            sig = {**signature, "variant": extra} if preset == DEFAULT_PRESET and extra else signature
+            if summary_path.is_file() and json.loads(summary_path.read_text()).get("signature") == sig:
                 runs.setdefault(name, {})[seed] = json.loads(summary_path.read_text())
                 continue
             run_name = f"{name}_s{seed}"
@@ -250,7 +276,7 @@ def run(steps: int = 300, batch: int = 64, seeds: int = 5, seed0: int = 11, eval
                   f"trainer.seed={seed}", "tracking.enabled=false", "trainer.progress=plain", "trainer.save_every=0",
                   *[f"{k}={v}" for k, v in extra.items()], *overrides]
             train(load_config(preset, ov), log=lambda s: None)
-            summary = {"signature": signature, "method": name, "seed": seed,
+            summary = {"signature": sig, "method": name, "seed": seed,
                        **summarize_run(work / "runs" / run_name, base_rate, rates["k"])}
             summary_path.write_text(json.dumps(summary))
             runs.setdefault(name, {})[seed] = summary
@@ -262,7 +288,9 @@ def run(steps: int = 300, batch: int = 64, seeds: int = 5, seed0: int = 11, eval
     base_curve = next(iter(next(iter(runs.values())).values()))["curve"][0]
     base = {"avg16": base_curve["avg"], "train_prompts": len(base_rate),
             "train_buckets": {b: sum(1 for r in base_rate.values() if bucket_of(r) == b) for b, _, _ in BUCKETS}}
-    table = build_table(runs, steps, batch, base, default_name)
+    table = build_table(runs, steps, batch, base, default_name, variants=[n for n, _, _ in extra_methods])
+    if extra_methods:
+        table["variants"] = {n: ov for n, _, ov in extra_methods}
     table["seeds"] = list(range(seed0, seed0 + seeds))
     result = {"steps": steps, "batch": batch, "seeds": table["seeds"], "eval_every": eval_every,
               "grpo_factor": grpo_factor, "overrides": overrides, "table": table,

@@ -34,6 +34,7 @@ LEVERS = [
                                                   "explore_floor": 0.2}),
     ("default, K_pos = K_neg = 1", "ada_budget", {"max_rounds": 2, "budget_max_samples": 12, "park_below": 0.25,
                                                  "k_pos": 1, "k_neg": 1}),
+    ("default, cap 8", "ada_budget", {"max_rounds": 2, "budget_max_samples": 8, "park_below": 0.25}),
 ]
 
 

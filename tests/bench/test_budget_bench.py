@@ -58,6 +58,24 @@ def test_summaries_and_the_paired_table(tmp_path):
     assert v["equal_samples"]["per_seed"] == [pytest.approx(0.5 * 32 / 40 - 0.5)]
     assert v["wall_per_step_ratio"] == 1.5 and v["samples_per_step_ratio"] == 2.5
     assert "ada_budget" in budget.format_table({"table": {**t, "seeds": [1]}})
+    # a variant measured beside them: compared like the rest, but its shorter run does not set the budgets
+    write_run(tmp_path / "v", 2, 0.5, 10, [(0, [0, 0]), (2, [2, 2])], [4, 6])  # 2 steps of 0.5 s, 20 samples
+    short = budget.summarize_run(tmp_path / "v", rates, 4)
+    t2 = budget.build_table({"grpo_n4": {1: g}, "ada_budget": {1: a}, "cap": {1: short}}, steps=2, batch=2,
+                            base={"avg16": 0.0}, default_method="ada_budget", variants=["cap"])
+    assert (t2["wall_budget_s"], t2["sample_budget"]) == (3.0, 32)  # as without the variant
+    assert t2["methods"]["cap"]["avg16"] == [0.5] and t2["methods"]["cap"]["vs_grpo_n4"]["equal_steps"]["mean"] == 0.25
+    assert math.isnan(t2["methods"]["cap"]["avg16_equal_wall"][0])  # its curve stops at 1 s: not read past it
+
+
+def test_variants_are_parsed_or_refused_by_name():
+    assert budget.parse_variants("cap8:algo.budget_max_samples=8,lo:algo.park_below=0.1;algo.k_pos=1") == [
+        ("cap8", "default", {"algo.budget_max_samples": "8"}),
+        ("lo", "default", {"algo.park_below": "0.1", "algo.k_pos": "1"})]
+    assert budget.parse_variants("") == []
+    for bad in ("cap8", "cap8:", "cap8:algo.x", "8cap:algo.x=1"):
+        with pytest.raises(ValueError, match="variants entry"):
+            budget.parse_variants(bad)
 
 
 def test_lever_replay_is_deterministic_and_parking_cuts_no_signal_samples():
