@@ -6,8 +6,8 @@ straight back to stepping the engine. This thread takes everything handed over s
 pass, scores it in one scorer call (the reward worker pool, when configured, scores it in
 parallel), builds the Samples and sends them to the queue in one `report_many` call that it does
 not wait for. With a PayloadStore (sampler.payload_transport = object_store, the default) the pass's
-token ids, log-probs and texts go into the store as one batch and the queue gets only metadata
-(algo/payloads.py). It looks at the answers every `answer_poll_s` (and at once while a flush waits), so a
+token ids, log-probs and texts go into the store as one batch and the queue gets only metadata, one
+SampleBlock of columns an item (algo/payloads.py, algo/types.py). It looks at the answers every `answer_poll_s` (and at once while a flush waits), so a
 scheduler error still surfaces (`error`, which the loop raises and dies of).
 
 Guarantees: reports leave in the order the loop handed the items over; a reward function that
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from ada_ray.actors.sampler_links import QueueLink, Scorer
-from ada_ray.algo.payloads import PayloadStore, pack, remote_sample
-from ada_ray.algo.types import Sample, WorkItem
+from ada_ray.algo.payloads import PayloadStore, pack
+from ada_ray.algo.types import Sample, SampleBlock, WorkItem
 from ada_ray.engines.protocol import Completion
 
 Scores = list[tuple[float, bool]]
@@ -212,17 +212,20 @@ class ReportPipeline:
             else:
                 work.append((j, mine))
         batch = self._put_payloads([c for j, _ in work for c in j.completions]) if work and self.payloads else None
-        reports: list[tuple[int, list[Sample]]] = []
+        reports: list[tuple[int, Sequence[Sample]]] = []
         row = 0
         for j, mine in work:
             it = j.item
             if batch is None:
                 samples = [Sample(it.prompt_id, c.token_ids, c.logprobs, score, j.start_version, it.round, c.text,
                                   c.finish_reason, failed) for c, (score, failed) in zip(j.completions, mine)]
-            else:
-                samples = [remote_sample(it.prompt_id, score, j.start_version, batch, row + r, len(c.token_ids),
-                                         it.round, c.finish_reason, failed)
-                           for r, (c, (score, failed)) in enumerate(zip(j.completions, mine))]
+            else:  # one block of columns an item: the queue builds a Sample only for the ones it keeps
+                finish = [c.finish_reason for c in j.completions]
+                errors = [failed for _, failed in mine]
+                samples = SampleBlock(it.prompt_id, j.start_version, [score for score, _ in mine],
+                                      [len(c.token_ids) for c in j.completions], batch, row,
+                                      None if all(f == "stop" for f in finish) else finish,
+                                      errors if any(errors) else None, it.round)
                 row += len(j.completions)
             reports.append((it.item_id, samples))
             self.stats["items"] += 1

@@ -34,14 +34,17 @@ from ada_ray.algo.leases import LeaseTable
 from ada_ray.algo.prompt_order import PromptOrder
 from ada_ray.algo.prompt_source import PromptSource, as_source
 from ada_ray.algo.scheduler_state import Cohort, PromptCounts
-from ada_ray.algo.strategies import PromptState, Strategy, make_strategy
-from ada_ray.algo.types import Group, Prompt, Sample, Signal, WorkItem
+from ada_ray.algo.prompt_state import PromptState
+from ada_ray.algo.strategies import Strategy, make_strategy
+from ada_ray.algo.types import Group, Prompt, Sample, SampleBlock, Signal, WorkItem
 
 if TYPE_CHECKING:
     from ada_ray.config import AlgoConfig
 
 
 def _made_by(samples: Sequence[Sample], owners: set[str]) -> bool:
+    if isinstance(samples, SampleBlock):
+        return samples.batch.owner in owners
     return any(s.payload is not None and s.payload[0].owner in owners for s in samples)
 
 
@@ -247,8 +250,9 @@ class WorkScheduler:
         """A sampler died: every item it holds goes out again."""
         return self._requeue(self.leases.release(sampler_id))
 
-    def report(self, sampler_id: str, item_id: int, samples: list[Sample]) -> bool:
-        """A sampler's scored samples for one item. False when the lease had already ended."""
+    def report(self, sampler_id: str, item_id: int, samples: Sequence[Sample]) -> bool:
+        """A sampler's scored samples for one item (a list, or a SampleBlock: no Sample is built for a
+        sample that is not kept). False when the lease had already ended."""
         item = self.leases.lookup(item_id)
         if item is None:
             return False
@@ -258,8 +262,11 @@ class WorkScheduler:
                 f"which asked for {item.num_samples}"
             )
         self.leases.complete(item_id)
-        for s in samples:
-            s.round = item.round
+        if isinstance(samples, SampleBlock):
+            samples.set_round(item.round)
+        else:
+            for s in samples:
+                s.round = item.round
         co = self.cohorts[item.cohort]
         co.samples += len(samples)
         co.running_items -= 1
@@ -302,7 +309,7 @@ class WorkScheduler:
                 g.samples, g.advantages = [g.samples[i] for i in keep], [g.advantages[i] for i in keep]
         dead_items: set[tuple[int, str]] = set()
         for (c, pid), st in list(self.inflight.items()):
-            if _made_by(st.pool, owners):
+            if any(_made_by(r, owners) for r in st.rounds()):
                 del self.inflight[(c, pid)]
                 dead_items.add((c, pid))
                 restart.append((self.cohorts[c], pid))

@@ -20,7 +20,7 @@ from ada_ray.algo.estimator import PassRateEstimator
 from ada_ray.algo.leases import ItemCounts, LeaseTable
 from ada_ray.algo.prompt_order import PromptOrder
 from ada_ray.algo.prompt_source import PromptSource
-from ada_ray.algo.strategies import PromptState
+from ada_ray.algo.prompt_state import PromptState
 from ada_ray.algo.types import Group, Prompt, Sample, WorkItem
 
 

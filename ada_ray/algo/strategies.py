@@ -4,7 +4,9 @@ A strategy answers four questions for the scheduler: how many samples each promp
 cohort gets in its first round, whether a prompt needs another round after a round completes
 (and of what size), what the kept group and its advantages are at the end, and whether that group
 is replaced by a fresh prompt (`should_replace`: DAPO's filter). `STRATEGIES` maps each
-`algo.name` to its class; `PromptState` is a prompt in flight (its JSON form: scheduler_state.py).
+`algo.name` to its class; `PromptState` is a prompt in flight (prompt_state.py; its JSON form:
+scheduler_state.py). Strategies read a pool through its rewards and counts; downsampling reads the first
+few positives and negatives, so only the kept samples are ever built from a reported SampleBlock.
 
 grpo            one round of n; group-mean advantages (std-normalised by default)
 dapo            like grpo; zero-signal groups are dropped and replaced (the scheduler caps draws)
@@ -17,7 +19,6 @@ ada_budget      Seq-balance's exit rule and downsampling, rounds sized from the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
 from ada_ray.algo.advantages import est_advantages, group_advantages, is_zero_signal, pool_advantages
@@ -27,44 +28,11 @@ from ada_ray.knob_defaults import effective_norm_adv_by_std
 from ada_ray.algo.downsample import balanced_downsample, unfinished_downsample
 from ada_ray.algo.estimator import PassRateEstimator
 from ada_ray.algo.exit_rules import ExitRule, exit_rule_for
+from ada_ray.algo.prompt_state import PromptState
 from ada_ray.algo.types import Group, Prompt, Sample
 
 if TYPE_CHECKING:
     from ada_ray.config import AlgoConfig
-
-
-@dataclass
-class PromptState:
-    """A prompt in flight: its pool for this step, in first-collected (scoring) order. The positives
-    and negatives are kept as the pool grows (read after every round: no rescan of the pool)."""
-
-    prompt: Prompt
-    cohort: int
-    threshold: float
-    pool: list[Sample] = field(default_factory=list)
-    rounds_done: int = 0
-    round0_rewards: list[float] = field(default_factory=list)
-    pos: list[Sample] = field(init=False, repr=False, compare=False)  # read-only for callers
-    neg: list[Sample] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        self.pos, self.neg = [], []
-        self._split(self.pool)
-
-    def _split(self, samples: list[Sample]) -> None:
-        for s in samples:
-            (self.pos if s.positive(self.threshold) else self.neg).append(s)
-
-    @property
-    def pool_size(self) -> int:
-        return len(self.pool)
-
-    def add_round(self, samples: list[Sample]) -> None:
-        if self.rounds_done == 0:
-            self.round0_rewards = [s.reward for s in samples]
-        self.pool.extend(samples)
-        self._split(samples)
-        self.rounds_done += 1
 
 
 class Strategy:
@@ -108,7 +76,7 @@ class Strategy:
 class GRPO(Strategy):
     def finalize(self, st: PromptState) -> Group:
         kept = list(st.pool)
-        adv = group_advantages([s.reward for s in kept], effective_norm_adv_by_std(self.algo))
+        adv = group_advantages(list(st.rewards), effective_norm_adv_by_std(self.algo))
         return self._group(st, kept, adv)
 
 
@@ -199,7 +167,7 @@ class AdaEst(Strategy):
 
     def finalize(self, st: PromptState) -> Group:
         kept = list(st.pool)
-        adv = est_advantages([s.reward for s in kept], len(st.pos), self.algo.est_residual_weight)
+        adv = est_advantages(list(st.rewards), len(st.pos), self.algo.est_residual_weight)
         return self._group(st, kept, adv)
 
 

@@ -1,9 +1,11 @@
-"""The records that flow through the system: one scored Sample, one training Group, and the
-Signal values that stand in for a record where there is none."""
+"""The records that flow through the system: one scored Sample, one work item's samples as columns
+(SampleBlock: what a sampler reports when the payloads are off the control plane), one training Group,
+and the Signal values that stand in for a record where there is none."""
 
 from __future__ import annotations
 
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Optional
@@ -143,6 +145,13 @@ class Sample:
         """True while the token ids, log-probs and text are in a PayloadBatch, not here."""
         return self.__dict__["_completion_ids"] is None
 
+    def __eq__(self, other) -> bool:
+        """Field by field, token ids and log-probs as packed (so a sample whose payload is elsewhere compares
+        by where it is, without reading it)."""
+        if not isinstance(other, Sample):
+            return NotImplemented
+        return self.__reduce__()[1] == other.__reduce__()[1]
+
     def fill_payload(self, completion_ids, behaviour_logprobs, text: str) -> None:
         """Put the fetched payload back (packed bytes or lists); the sample is whole again."""
         self.__dict__.update(_completion_ids=completion_ids, _behaviour_logprobs=behaviour_logprobs, text=text,
@@ -162,6 +171,97 @@ def _sample_from_wire(prompt_id, completion_ids, behaviour_logprobs, reward, ver
                   "reward": reward, "version": version, "round": round_, "text": text, "finish_reason": finish_reason,
                   "reward_error": reward_error, "payload": payload}
     return s
+
+
+class SampleBlock(Sequence):
+    """The samples of one work item as columns: what a sampler reports for an item when the payloads are
+    off the control plane (sampler.payload_transport = object_store). One object an item, not one a
+    sample: rewards, numbers of tokens and (when any differs from the default) finish reasons and
+    reward-error flags are plain lists; sample i's payload is row `first_row + i` of `batch`. It crosses
+    processes as those lists (no per-sample object is pickled or unpickled), and the scheduler reads
+    `rewards` without building a Sample: sample i is built only when it is read (`block[i]`; iterating
+    builds them all), once, and the block keeps it (so a payload filled into it, or the round set on it,
+    stays)."""
+
+    __slots__ = ("prompt_id", "version", "round", "rewards", "tokens", "batch", "first_row", "finish", "errors",
+                 "_samples")
+
+    def __init__(self, prompt_id: str, version: int, rewards: list[float], tokens: list[int], batch: "PayloadBatch",
+                 first_row: int, finish: Optional[list[str]] = None, errors: Optional[list[bool]] = None,
+                 round_: int = 0):
+        if len(tokens) != len(rewards) or any(x is not None and len(x) != len(rewards) for x in (finish, errors)):
+            raise ValueError(f"SampleBlock of prompt {prompt_id}: {len(rewards)} rewards but {len(tokens)} token "
+                             f"counts, {len(finish or rewards)} finish reasons, {len(errors or rewards)} error flags")
+        self.prompt_id, self.version, self.round = prompt_id, version, round_
+        self.rewards, self.tokens, self.batch, self.first_row = rewards, tokens, batch, first_row
+        self.finish, self.errors = finish, errors
+        self._samples: Optional[list[Sample]] = None
+
+    def __len__(self) -> int:
+        return len(self.rewards)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._one(j) for j in range(len(self.rewards))[i]]
+        return self._one(range(len(self.rewards))[i])
+
+    def __iter__(self):
+        return iter(self.samples())
+
+    @property
+    def materialized(self) -> bool:
+        """True once a Sample of this block has been built."""
+        return self._samples is not None
+
+    def _one(self, i: int) -> Sample:
+        built = self._samples
+        if built is None:
+            built = self._samples = [None] * len(self.rewards)
+        s = built[i]
+        if s is None:
+            s = built[i] = _sample_from_wire(
+                self.prompt_id, None, None, self.rewards[i], self.version, self.round, "",
+                self.finish[i] if self.finish else "stop", self.errors[i] if self.errors else False,
+                (self.batch, self.first_row + i, self.tokens[i]))
+        return s
+
+    def samples(self) -> list[Sample]:
+        """This block's Samples (each built on its first read, the same object after)."""
+        return [self._one(i) for i in range(len(self.rewards))]
+
+    def set_round(self, round_: int) -> None:
+        self.round = round_
+        for s in self._samples or ():
+            if s is not None:
+                s.round = round_
+
+    def _key(self) -> tuple:
+        return (self.prompt_id, self.version, self.round, self.rewards, self.tokens, self.batch, self.first_row,
+                self.finish or ["stop"] * len(self), self.errors or [False] * len(self))
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, SampleBlock) and not (self.materialized or other.materialized):
+            return self._key() == other._key()
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # mutable, compared by content
+
+    def __repr__(self) -> str:
+        return (f"SampleBlock(prompt_id={self.prompt_id!r}, version={self.version}, round={self.round}, "
+                f"rewards={self.rewards}, payload={self.batch.key}[{self.first_row}:{self.first_row + len(self)}])")
+
+    def __reduce__(self):
+        if self._samples is not None:  # built (and maybe filled or changed) here: they travel as they are
+            return list, (self.samples(),)
+        return _block_from_wire, (self.prompt_id, self.version, self.round, self.rewards, self.tokens, self.batch,
+                                  self.first_row, self.finish, self.errors)
+
+
+def _block_from_wire(prompt_id, version, round_, rewards, tokens, batch, first_row, finish, errors) -> SampleBlock:
+    b = object.__new__(SampleBlock)
+    b.prompt_id, b.version, b.round, b.rewards, b.tokens = prompt_id, version, round_, rewards, tokens
+    b.batch, b.first_row, b.finish, b.errors, b._samples = batch, first_row, finish, errors, None
+    return b
 
 
 @dataclass

@@ -4,7 +4,8 @@
    for a large synthetic dataset (fake samples, Bernoulli rewards); and where the queue's CPU per work
    item goes, in process (`per_item_split`): the scheduler's lease, pickling the leased items, unpickling
    a report (what Ray does to a report call's argument in the queue), the scheduler's report, taking a
-   cohort and pickling it for the driver - every part of an item's path through the queue but Ray's call.
+   cohort and pickling it for the driver - every part of an item's path through the queue but Ray's call;
+   reports as SampleBlocks (now) and as one Sample a sample (before), interleaved twice.
 2. Through the Ray actor: lease / report round trips per second from one client.
 3. The queue's share of a real training run's wall time: the actor's busy seconds over the run's
    elapsed time, from `queue/busy_s_total` in a run's metrics (target <= 1%).
@@ -60,16 +61,17 @@ def pure_ops(prompts: int, batch: int, steps: int) -> dict:
 
 
 def per_item_split(prompts: int = 100_000, batch: int = 1024, steps: int = 12, items_per_call: int = 64,
-                   pass_rate: float = 0.3, seed: int = 0) -> dict:
+                   pass_rate: float = 0.3, seed: int = 0, blocks: bool = True) -> dict:
     """Microseconds of queue CPU per work item, by part, in process (no Ray), for Seq-balance work with
-    object-store samples (metadata and a payload row, as the default transport reports them). The heap
-    is frozen after loading, as the PromptQueue actor freezes it (`settle_heap`)."""
+    object-store samples (metadata and a payload row, as the default transport reports them): each
+    item one SampleBlock of columns (`blocks`, as the sampler reports now) or one Sample object a
+    sample (before). The heap is frozen after loading, as the PromptQueue actor freezes it (`settle_heap`)."""
     import gc
     import pickle
 
     from ada_ray.actors.prompt_queue import settle_heap
     from ada_ray.algo.payloads import remote_sample
-    from ada_ray.algo.types import PayloadBatch
+    from ada_ray.algo.types import PayloadBatch, SampleBlock
 
     s = WorkScheduler(_prompts(prompts), AlgoConfig(name="ada_seq_balance"), batch_prompts=batch,
                       max_staleness=2, total_steps=steps, seed=seed)
@@ -95,9 +97,13 @@ def per_item_split(prompts: int = 100_000, batch: int = 1024, steps: int = 12, i
             batch_ref = PayloadBatch(f"b{calls}", "s", [None])
             reports, row = [], 0
             for it in items:
-                reports.append((it.item_id, [remote_sample(it.prompt_id, 1.0 if rng.random() < pass_rate else 0.0,
-                                                           it.version, batch_ref, row + j, 512)
-                                             for j in range(it.num_samples)]))
+                rewards = [1.0 if rng.random() < pass_rate else 0.0 for _ in range(it.num_samples)]
+                if blocks:
+                    reports.append((it.item_id, SampleBlock(it.prompt_id, it.version, rewards, [512] * len(rewards),
+                                                            batch_ref, row)))
+                else:
+                    reports.append((it.item_id, [remote_sample(it.prompt_id, r, it.version, batch_ref, row + j, 512)
+                                                 for j, r in enumerate(rewards)]))
                 row += it.num_samples
             wire = pickle.dumps(reports)
             reports = timed("report_unpickle", pickle.loads, wire)
@@ -115,7 +121,8 @@ def per_item_split(prompts: int = 100_000, batch: int = 1024, steps: int = 12, i
     finally:
         gc.unfreeze()
     us = {k: 1e6 * v / items_total for k, v in parts.items()}
-    return {"prompts": prompts, "batch": batch, "steps": steps, "items_per_call": items_per_call, "items": items_total,
+    return {"report_form": "blocks" if blocks else "samples", "prompts": prompts, "batch": batch, "steps": steps,
+            "items_per_call": items_per_call, "items": items_total,
             "samples_per_item": samples_total / items_total, "us_per_item": us, "total_us_per_item": sum(us.values())}
 
 
@@ -161,8 +168,8 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, steps: int = 200) 
     if smoke:
         steps = 5
     pure = pure_ops(prompts=20000 if not smoke else 500, batch=512 if not smoke else 16, steps=steps if not smoke else 5)
-    split = per_item_split(prompts=100_000 if not smoke else 2_000, batch=1024 if not smoke else 32,
-                           steps=12 if not smoke else 3)
+    split = [per_item_split(prompts=100_000 if not smoke else 2_000, batch=1024 if not smoke else 32,
+                            steps=12 if not smoke else 3, blocks=blocks) for blocks in (False, True, False, True)]
     actor = actor_round_trips(2000 if not smoke else 50)
     shares = []
     for f in sorted((out_dir / "system_runs").glob("*/metrics.jsonl")):
@@ -181,12 +188,11 @@ def format_table(result: dict) -> str:
     p, a = result["pure"], result["actor"]
     lines = [f"- scheduler (pure): {p['ops_per_s']:.0f} ops/s, {p['groups_per_s']:.0f} groups/s",
              f"- PromptQueue actor: {a['calls_per_s']:.0f} lease/report round trips/s"]
-    sp = result.get("split")
-    if sp:
+    for sp in result.get("split", []):
         parts = ", ".join(f"{k} {v:.1f}" for k, v in sp["us_per_item"].items())
-        lines.append(f"- queue CPU per work item in process ({sp['prompts']:,} prompts, B = {sp['batch']}, "
-                     f"{sp['items_per_call']} items a call, {sp['samples_per_item']:.1f} samples an item): "
-                     f"{sp['total_us_per_item']:.1f} us ({parts})")
+        lines.append(f"- queue CPU per work item in process, reports as {sp['report_form']} ({sp['prompts']:,} prompts, "
+                     f"B = {sp['batch']}, {sp['items_per_call']} items a call, {sp['samples_per_item']:.1f} samples an "
+                     f"item): {sp['total_us_per_item']:.1f} us ({parts})")
     for s in result["training_runs"]:
         lines.append(f"- queue share of wall time in {s['run']}: {100 * s['queue_share']:.3f}%")
     return "\n".join(lines)

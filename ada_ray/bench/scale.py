@@ -20,7 +20,9 @@ admission control (every trained sample came from a policy version >= cohort - m
 accounting invariant after the queue stops. Each row runs with each payload transport asked for
 (`transports`): inline (token ids and log-probs of every sample inside the report, through the queue)
 and object_store (one `ray.put` batch a report, the queue gets metadata and the batch's ref: the
-default, sampler.payload_transport); `completion_tokens` sets a sample's size (8: the embedded task;
+default, sampler.payload_transport; each item's metadata one SampleBlock of columns, as the sampler
+reports it), and object_store_samples (the same with one Sample object a sample: the report before
+SampleBlock, for a before/after in one run); `completion_tokens` sets a sample's size (8: the embedded task;
 ~1-2k: a 1.5B model's math answers, ~16 KB a sample). Once per run: Ray's floor, the CPU a no-op async actor call
 costs the serving process (with 0 and 64 items as its argument), the part of the queue's cost per call
 that no queue code can remove.
@@ -40,10 +42,11 @@ import ray
 from ada_ray.actors.ray_payloads import RayPayloadStore
 from ada_ray.actors.sampler_leases import LeaseFeeder
 from ada_ray.algo.payloads import pack, remote_sample
-from ada_ray.algo.types import Sample, Signal
+from ada_ray.algo.types import Sample, SampleBlock, Signal
 from ada_ray.bench.common import write_result
 from ada_ray.config import load_config, to_dict
 
+TRANSPORTS = ("inline", "object_store", "object_store_samples")
 PROMPT_TOKENS = 32  # token ids per synthetic prompt (they live outside the queue: the prompt table)
 COMPLETION_TOKENS = 8  # per synthetic sample
 SERVICE_CAP = 4.0  # a simulated generation takes at most this many times the mean service time
@@ -80,7 +83,10 @@ class SimSamplers:
         self.empty_leases = 0
         self.polls = 0
         self.rates: dict[str, float] = {}
-        self.store = RayPayloadStore() if transport == "object_store" else None
+        if transport not in TRANSPORTS:
+            raise ValueError(f"bench scale: transport {transport!r}: expected one of {', '.join(TRANSPORTS)}")
+        self.store = RayPayloadStore() if transport != "inline" else None
+        self.blocks = transport == "object_store"  # object_store_samples: a Sample object a sample (before blocks)
         self.tokens = completion_tokens
 
     def service_time(self) -> float:
@@ -106,8 +112,12 @@ class SimSamplers:
         batch = self.store.put(pack([[7] * self.tokens] * n, [[-0.5] * self.tokens] * n, [""] * n), sid)
         reports, row = [], 0
         for it in items:
-            reports.append((it.item_id, [remote_sample(it.prompt_id, r, it.version, batch, row + j, self.tokens)
-                                         for j, r in enumerate(self._rewards(it))]))
+            if self.blocks:
+                reports.append((it.item_id, SampleBlock(it.prompt_id, it.version, self._rewards(it),
+                                                        [self.tokens] * it.num_samples, batch, row)))
+            else:
+                reports.append((it.item_id, [remote_sample(it.prompt_id, r, it.version, batch, row + j, self.tokens)
+                                             for j, r in enumerate(self._rewards(it))]))
             row += it.num_samples
         return reports
 
@@ -418,7 +428,7 @@ def chart(path: Path, rows: list[dict]) -> Path:
                      and r.get("transport", "inline") == tr), key=lambda r: r["samplers"])
         xs = [r["samplers"] for r in rs]
         style = dict(color=f"C{sizes.index(p)}", marker="o" if k == 1 else "s",
-                     ls=(":" if tr == "inline" and len(transports) > 1 else "-") if k == 1 else "--",
+                     ls={"inline": ":", "object_store_samples": "-."}.get(tr, "-") if k == 1 else "--",
                      label=f"P={p:,}" + (f", {k} shards" if k > 1 else "") + (f", {tr}" if len(transports) > 1 else ""))
         axes[0].plot(xs, [r["items_per_s"] for r in rs], **style)
         axes[1].plot(xs, [r["lease_p99_ms"] for r in rs], **style)

@@ -12,7 +12,7 @@ import pytest
 
 from ada_ray.algo.payloads import LocalPayloadStore, LostPayloads, fetch_into, fill, pack, remote_batches, remote_sample
 from ada_ray.algo.scheduler import SchedulerError
-from ada_ray.algo.types import PayloadNotFetched, Sample
+from ada_ray.algo.types import PayloadNotFetched, Sample, SampleBlock
 from ada_ray.learner.batching import fill_rows, learner_shares, share_batches
 from tests.algo.test_scheduler import make
 
@@ -81,8 +81,22 @@ def _sched(**kw):
     return make(n_prompts=6, B=2, n=2, samples_per_round=2, max_rounds=3, **kw)
 
 
+REPORT_FORM = {"blocks": False}
+
+
+@pytest.fixture(autouse=True, params=["sample lists", "blocks"])
+def report_form(request):
+    """Every test here runs with reports as one Sample a sample and as one SampleBlock an item."""
+    REPORT_FORM["blocks"] = request.param == "blocks"
+    yield request.param
+    REPORT_FORM["blocks"] = False
+
+
 def _report(s, store, owner, it, rewards):
     batch = store.put(pack([[5, 2]] * len(rewards), [[-0.1, -0.2]] * len(rewards), [""] * len(rewards)), owner)
+    if REPORT_FORM["blocks"]:
+        return s.report(owner, it.item_id, SampleBlock(it.prompt_id, it.version, [float(r) for r in rewards],
+                                                       [2] * len(rewards), batch, 0))
     return s.report(owner, it.item_id, [remote_sample(it.prompt_id, float(r), it.version, batch, i, 2)
                                         for i, r in enumerate(rewards)])
 

@@ -1,0 +1,95 @@
+"""Reports as columns (SampleBlock) and the pool that keeps them (algo/prompt_state.py): a block crosses
+processes as lists, builds a Sample only where one is read, and the scheduler gives exactly the groups
+it gives for the same samples reported one object a sample - for every algorithm, over many cohorts."""
+
+from __future__ import annotations
+
+import pickle
+import random
+
+import pytest
+
+from ada_ray.algo import scheduler_state as ss
+from ada_ray.algo.payloads import LocalPayloadStore, pack, remote_sample
+from ada_ray.algo.prompt_state import PromptState
+from ada_ray.algo.types import PayloadBatch, Prompt, Sample, SampleBlock
+from tests.algo.test_scheduler import make
+
+
+def batch(key="b0", owner="s0") -> PayloadBatch:
+    return PayloadBatch(key, owner, [None])
+
+
+def test_a_block_travels_as_lists_and_builds_only_what_is_read():
+    b = SampleBlock("p", 3, [1.0, 0.0, 0.0], [5, 6, 7], batch(), 10, errors=[False, True, False])
+    wire = pickle.dumps(b)
+    assert b"Sample" not in wire.replace(b"SampleBlock", b"")  # no per-sample object on the wire
+    back = pickle.loads(wire)
+    assert back == b and len(back) == 3 and not back.materialized
+    s = back[1]
+    assert s == back[1] and s is back[1]  # built once, kept
+    assert (s.prompt_id, s.reward, s.version, s.reward_error, s.finish_reason, s.payload[1:]) == ("p", 0.0, 3, True,
+                                                                                                    "stop", (11, 6))
+    assert back._samples[0] is None and back._samples[2] is None  # the others were never built
+    back.set_round(2)
+    assert s.round == 2 and back[0].round == 2  # built before and after
+    assert isinstance(pickle.loads(pickle.dumps(back)), list)  # once built (maybe filled), samples travel whole
+
+
+def test_a_block_of_mismatched_columns_is_refused_naming_the_prompt():
+    with pytest.raises(ValueError, match="SampleBlock of prompt p7: 2 rewards but 3 token counts"):
+        SampleBlock("p7", 0, [1.0, 0.0], [1, 2, 3], batch(), 0)
+    with pytest.raises(ValueError, match="1 finish reasons"):
+        SampleBlock("p7", 0, [1.0, 0.0], [1, 2], batch(), 0, finish=["length"])
+
+
+def test_the_pool_counts_without_building_and_downsampling_builds_the_kept():
+    st = PromptState(Prompt("p", "q", (1,), "a"), 0, 0.7)
+    r0 = SampleBlock("p", 0, [0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0], [3] * 8, batch(), 0)
+    r1 = [Sample("p", [1], [0.0], 1.0, 1, round=1)]
+    st.add_round(r0)
+    st.add_round(r1)
+    assert (st.pool_size, len(st.pos), len(st.neg), st.rounds_done) == (9, 3, 6, 2)
+    assert st.round0_rewards == r0.rewards and st.rewards == r0.rewards + [1.0]
+    assert not r0.materialized  # counted from the rewards
+    assert st.pos.rewards == [1.0, 1.0, 1.0] and st.pos[:2] == [r0[1], r0[4]]
+    assert [x is None for x in r0._samples] == [True, False, True, True, False, True, True, True]
+    assert st.neg[-1] is r0[7] and list(st.pool)[8] is r1[0] and st.pool[8] is r1[0]
+    assert st.pool == list(st.pool) and st.pool != list(st.pool)[:-1]
+
+
+def test_a_state_of_blocks_round_trips_through_json():
+    store = LocalPayloadStore()
+    b = store.put(pack([[5, 6], [7]], [[-0.5, -0.25], [-1.0]], ["x", "y"]), "s0")
+    st = PromptState(Prompt("p", "q", (1,), "a"), 2, 0.7)
+    st.add_round(SampleBlock("p", 1, [1.0, 0.0], [2, 1], b, 0))
+    from ada_ray.algo.payloads import fill
+    fill(st.pool, store.fetch([b], 1.0))  # a checkpoint fills every held sample first
+    back = ss.prompt_state_from_dict(ss.prompt_state_to_dict(st), st.prompt, 0.7)
+    assert back == st and [s.completion_ids for s in back.pool] == [[5, 6], [7]] and back.round0_rewards == [1.0, 0.0]
+
+
+@pytest.mark.parametrize("name", ["grpo", "dapo", "ada_seq_pos", "ada_seq_balance", "ada_est", "ada_budget"])
+def test_blocks_and_sample_lists_give_the_same_groups(name):
+    """Every algorithm, 12 cohorts of random rewards: the groups, advantages, kept samples' payload rows and
+    the accounting are the same whether a report is one SampleBlock an item or one Sample a sample."""
+    def run(blocks: bool):
+        s = make(name, n_prompts=40, B=8, max_staleness=1, total_steps=12, seed=5)
+        rng, out, row = random.Random(0), [], 0
+        for c in range(12):
+            while items := s.lease("s0", 7, 0.0):
+                for it in items:
+                    rewards = [float(rng.random() < 0.3) for _ in range(it.num_samples)]
+                    b = batch(f"b{it.item_id}")
+                    rep = (SampleBlock(it.prompt_id, it.version, rewards, [4] * len(rewards), b, row) if blocks else
+                           [remote_sample(it.prompt_id, r, it.version, b, row + j, 4) for j, r in enumerate(rewards)])
+                    row += len(rewards)
+                    assert s.report("s0", it.item_id, rep)
+            res = s.take_cohort(c)
+            s.set_version(c + 1)
+            out.append([(g.prompt_id, g.advantages, [(x.reward, x.round, x.version, x.payload[0].key, x.payload[1])
+                                                     for x in g.samples], g.pool_size, g.pool_positives, g.rounds,
+                         g.exit_fired, g.round0_rewards) for g in res.groups + res.dropped])
+        return out, s.check_accounting()
+
+    assert run(True) == run(False)
