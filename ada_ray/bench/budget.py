@@ -19,7 +19,9 @@ Per run (from its metrics.jsonl, trained_prompts.jsonl and eval_per_prompt.jsonl
 - per bucket of the base policy's pass@16 on each *training* prompt (measured once a bench, in a
   child process): samples drawn, prompts, the share of prompts that ended without a usable pair
   (all rewards equal), the share that ended at the round cap, and the samples spent on no-pair prompts;
-- the eval curve: (step, train wall, generated samples, avg@16) every `eval_every` steps.
+- the eval curve: (step, train wall, generated samples, avg@16) every `eval_every` steps;
+- held-out pass@16 before training and at `steps` (read from eval_per_prompt.jsonl when the table is
+  made): coverage, beside avg@16's mean.
 
 The table (`paper_budget_table.json`): per method and seed, avg16 at `steps`, avg16_equal_wall at the
 common wall time W (the shortest final train wall of any run: every curve reaches it), avg16_equal_samples
@@ -108,6 +110,14 @@ def summarize_run(run_dir: Path, base_rate: dict[str, float], k: int) -> dict:
             "skipped": sum(r.get("train/prompts_skipped", 0.0) for r in rows), "buckets": buckets}
 
 
+def heldout_pass(run_dir: Path, steps: int) -> dict[str, float]:
+    """Held-out pass@k (the share of prompts with at least one right answer among k) before training and
+    at step `steps`: whether a method's avg@16 gain comes with wider or narrower coverage."""
+    evals = {e["step"]: e for e in _rows(run_dir / "eval_per_prompt.jsonl")}
+    return {f"step{st}": statistics.mean(1.0 if c > 0 else 0.0 for c in evals[st]["correct"])
+            for st in (0, steps) if st in evals}
+
+
 def heldout_buckets(run_dir: Path, steps: int) -> dict[str, float]:
     """Held-out avg@16 at step `steps` per bucket of the base policy's pass@16 on each held-out prompt (the
     run's step-0 eval): where on the difficulty scale a method's gain sits."""
@@ -163,7 +173,9 @@ def build_table(runs: dict[str, dict[int, dict]], steps: int, batch: int, base: 
              "buckets": _bucket_means(rs, seeds),
              "heldout_buckets": {b: statistics.mean(rs[s]["heldout_buckets"][b] for s in seeds)
                                  for b in rs[seeds[0]].get("heldout_buckets", {})},
-             "trained_steps": [rs[s]["steps"] for s in seeds]}
+             "trained_steps": [rs[s]["steps"] for s in seeds],
+             "pass16": [rs[s].get("heldout_pass", {}).get(f"step{steps}", float("nan")) for s in seeds],
+             "pass16_base": [rs[s].get("heldout_pass", {}).get("step0", float("nan")) for s in seeds]}
         table["methods"][name] = m
     g = table["methods"].get("grpo_n4")
     for name, m in table["methods"].items():
@@ -176,6 +188,7 @@ def build_table(runs: dict[str, dict[int, dict]], steps: int, batch: int, base: 
             "equal_steps": _diff(pick(m, "avg16"), pick(g, "avg16")),
             "equal_wall": _diff(pick(m, "avg16_equal_wall"), pick(g, "avg16_equal_wall")),
             "equal_samples": _diff(pick(m, "avg16_equal_samples"), pick(g, "avg16_equal_samples")),
+            "pass16_equal_steps": _diff(pick(m, "pass16"), pick(g, "pass16")),
             "wall_per_step_ratio": statistics.mean(a / b for a, b in zip(pick(m, "wall_s_per_step"), pick(g, "wall_s_per_step"))),
             "samples_per_step_ratio": statistics.mean(a / b for a, b in zip(pick(m, "samples_per_step"), pick(g, "samples_per_step"))),
         }
@@ -285,6 +298,7 @@ def run(steps: int = 300, batch: int = 64, seeds: int = 5, seed0: int = 11, eval
     for name, rs in runs.items():
         for seed, r in rs.items():
             r["heldout_buckets"] = heldout_buckets(work / "runs" / f"{name}_s{seed}", steps)
+            r["heldout_pass"] = heldout_pass(work / "runs" / f"{name}_s{seed}", steps)
     base_curve = next(iter(next(iter(runs.values())).values()))["curve"][0]
     base = {"avg16": base_curve["avg"], "train_prompts": len(base_rate),
             "train_buckets": {b: sum(1 for r in base_rate.values() if bucket_of(r) == b) for b, _, _ in BUCKETS}}
@@ -350,6 +364,10 @@ def format_table(result: dict) -> str:
                      f"{dd(m, 'equal_samples')} | {statistics.mean(m['wall_s_per_step']):.3f} | "
                      f"{statistics.mean(m['samples_per_step']):.0f} | {v.get('wall_per_step_ratio', 1.0):.2f} | "
                      f"{v.get('samples_per_step_ratio', 1.0):.2f} | {statistics.mean(m['no_signal_sample_share']):.2f} |")
+    lines += ["", "| method | held-out pass@16 before | at equal steps | - grpo_n4 (SE) |", "| --- " * 4 + "|"]
+    for name, m in t["methods"].items():
+        lines.append(f"| {name} | {ms(m.get('pass16_base', []))} | {ms(m.get('pass16', []))} | "
+                     f"{dd(m, 'pass16_equal_steps')} |")
     lines += ["", "| method | s/step: driver wait | learner train | weight sync | sampler busy | sampler idle |",
               "| --- " * 6 + "|"]
     for name, m in t["methods"].items():

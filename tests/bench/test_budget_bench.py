@@ -68,6 +68,21 @@ def test_summaries_and_the_paired_table(tmp_path):
     assert math.isnan(t2["methods"]["cap"]["avg16_equal_wall"][0])  # its curve stops at 1 s: not read past it
 
 
+def test_held_out_pass_at_k_before_and_at_the_step(tmp_path):
+    write_run(tmp_path / "a", 2, 1.0, 8, [(0, [0, 1, 0, 2]), (2, [0, 0, 3, 4])], [4, 4])
+    assert budget.heldout_pass(tmp_path / "a", 2) == {"step0": 0.5, "step2": 0.5}
+    assert budget.heldout_pass(tmp_path / "a", 7) == {"step0": 0.5}  # no eval at that step: not made up
+    g = budget.summarize_run(tmp_path / "a", {"easy": 0.5, "hard": 0.0}, 4)
+    a = {**g, "heldout_pass": {"step0": 0.5, "step2": 0.25}}
+    g["heldout_pass"] = {"step0": 0.5, "step2": 0.75}
+    t = budget.build_table({"grpo_n4": {1: g}, "ada_budget": {1: a}}, steps=2, batch=2, base={"avg16": 0.0},
+                           default_method="ada_budget")
+    assert t["methods"]["ada_budget"]["pass16"] == [0.25] and t["methods"]["ada_budget"]["pass16_base"] == [0.5]
+    assert t["methods"]["ada_budget"]["vs_grpo_n4"]["pass16_equal_steps"]["mean"] == -0.5
+    assert "| ada_budget | 0.500 ± 0.000 | 0.250 ± 0.000 | -0.500 (nan) |" in budget.format_table(
+        {"table": {**t, "seeds": [1]}})
+
+
 def test_variants_are_parsed_or_refused_by_name():
     assert budget.parse_variants("cap8:algo.budget_max_samples=8,lo:algo.park_below=0.1;algo.k_pos=1") == [
         ("cap8", "default", {"algo.budget_max_samples": "8"}),
