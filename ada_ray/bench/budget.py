@@ -150,19 +150,24 @@ def _diff(a: list[float], b: list[float]) -> dict:
 def build_table(runs: dict[str, dict[int, dict]], steps: int, batch: int, base: dict, default_method: str,
                 variants: Collection[str] = ()) -> dict:
     """The equal-budget table from every run's summary (method -> seed -> summary). The common wall and
-    sample budgets come from the table's methods, not from `variants` (measured beside them: a variant
-    that stops short of a budget reads nan there)."""
-    finals = [r for name, rs in runs.items() if name not in variants for r in rs.values()]
-    wall_budget = min(r["curve"][-1]["wall_s"] for r in finals)
-    sample_budget = min(r["curve"][-1]["samples"] for r in finals)
+    sample budgets come from the table's methods, not from `variants` (measured beside them): a variant
+    is read, and compared with GRPO-n4, at budgets of its own - the least of its and GRPO-n4's final
+    walls and samples (`budgets` in its row)."""
+    def common(names) -> tuple[float, float]:
+        finals = [r for n in names for r in runs.get(n, {}).values()]
+        return min(r["curve"][-1]["wall_s"] for r in finals), min(r["curve"][-1]["samples"] for r in finals)
+
+    wall_budget, sample_budget = common([n for n in runs if n not in variants])
     table = {"default_method": default_method, "steps": steps, "batch": batch, "base": base,
              "wall_budget_s": wall_budget, "sample_budget": sample_budget, "methods": {}}
+    own = {v: common([v, "grpo_n4"]) for v in variants if v in runs}
     for name, rs in runs.items():
         seeds = sorted(rs)
+        wall_at, samples_at = own.get(name, (wall_budget, sample_budget))
         m = {"seeds": seeds,
              "avg16": [at_point(rs[s]["curve"], "step", steps) for s in seeds],
-             "avg16_equal_wall": [at_point(rs[s]["curve"], "wall_s", wall_budget) for s in seeds],
-             "avg16_equal_samples": [at_point(rs[s]["curve"], "samples", sample_budget) for s in seeds],
+             "avg16_equal_wall": [at_point(rs[s]["curve"], "wall_s", wall_at) for s in seeds],
+             "avg16_equal_samples": [at_point(rs[s]["curve"], "samples", samples_at) for s in seeds],
              "wall_s_per_step": [rs[s]["wall_s"] / rs[s]["steps"] for s in seeds],
              "samples": [at_point_samples(rs[s], steps) for s in seeds],
              "samples_per_step": [rs[s]["samples"] / rs[s]["steps"] for s in seeds],
@@ -176,18 +181,25 @@ def build_table(runs: dict[str, dict[int, dict]], steps: int, batch: int, base: 
              "trained_steps": [rs[s]["steps"] for s in seeds],
              "pass16": [rs[s].get("heldout_pass", {}).get(f"step{steps}", float("nan")) for s in seeds],
              "pass16_base": [rs[s].get("heldout_pass", {}).get("step0", float("nan")) for s in seeds]}
+        if name in own:
+            m["budgets"] = {"wall_s": wall_at, "samples": samples_at}
         table["methods"][name] = m
     g = table["methods"].get("grpo_n4")
     for name, m in table["methods"].items():
         if name == "grpo_n4" or g is None:
             continue
-        common = [s for s in m["seeds"] if s in g["seeds"]]
-        pick = lambda mm, key: [mm[key][mm["seeds"].index(s)] for s in common]  # noqa: E731
+        both = [s for s in m["seeds"] if s in g["seeds"]]
+        pick = lambda mm, key: [mm[key][mm["seeds"].index(s)] for s in both]  # noqa: E731
+        g_wall, g_samples = pick(g, "avg16_equal_wall"), pick(g, "avg16_equal_samples")
+        if "budgets" in m:  # a variant: GRPO-n4 read at the variant's own budgets
+            g_runs = runs["grpo_n4"]
+            g_wall = [at_point(g_runs[s]["curve"], "wall_s", m["budgets"]["wall_s"]) for s in both]
+            g_samples = [at_point(g_runs[s]["curve"], "samples", m["budgets"]["samples"]) for s in both]
         m["vs_grpo_n4"] = {
-            "seeds": common,
+            "seeds": both,
             "equal_steps": _diff(pick(m, "avg16"), pick(g, "avg16")),
-            "equal_wall": _diff(pick(m, "avg16_equal_wall"), pick(g, "avg16_equal_wall")),
-            "equal_samples": _diff(pick(m, "avg16_equal_samples"), pick(g, "avg16_equal_samples")),
+            "equal_wall": _diff(pick(m, "avg16_equal_wall"), g_wall),
+            "equal_samples": _diff(pick(m, "avg16_equal_samples"), g_samples),
             "pass16_equal_steps": _diff(pick(m, "pass16"), pick(g, "pass16")),
             "wall_per_step_ratio": statistics.mean(a / b for a, b in zip(pick(m, "wall_s_per_step"), pick(g, "wall_s_per_step"))),
             "samples_per_step_ratio": statistics.mean(a / b for a, b in zip(pick(m, "samples_per_step"), pick(g, "samples_per_step"))),
@@ -364,6 +376,11 @@ def format_table(result: dict) -> str:
                      f"{dd(m, 'equal_samples')} | {statistics.mean(m['wall_s_per_step']):.3f} | "
                      f"{statistics.mean(m['samples_per_step']):.0f} | {v.get('wall_per_step_ratio', 1.0):.2f} | "
                      f"{v.get('samples_per_step_ratio', 1.0):.2f} | {statistics.mean(m['no_signal_sample_share']):.2f} |")
+    own = [f"{name} at {m['budgets']['wall_s']:.0f} s and {m['budgets']['samples']:.0f} samples"
+           for name, m in t["methods"].items() if "budgets" in m]
+    if own:
+        lines += ["", "Variants are read, with GRPO-n4, at budgets of their own (the least of their and GRPO-n4's "
+                  "final walls and samples): " + "; ".join(own) + "."]
     lines += ["", "| method | held-out pass@16 before | at equal steps | - grpo_n4 (SE) |", "| --- " * 4 + "|"]
     for name, m in t["methods"].items():
         lines.append(f"| {name} | {ms(m.get('pass16_base', []))} | {ms(m.get('pass16', []))} | "

@@ -65,7 +65,11 @@ def test_summaries_and_the_paired_table(tmp_path):
                             base={"avg16": 0.0}, default_method="ada_budget", variants=["cap"])
     assert (t2["wall_budget_s"], t2["sample_budget"]) == (3.0, 32)  # as without the variant
     assert t2["methods"]["cap"]["avg16"] == [0.5] and t2["methods"]["cap"]["vs_grpo_n4"]["equal_steps"]["mean"] == 0.25
-    assert math.isnan(t2["methods"]["cap"]["avg16_equal_wall"][0])  # its curve stops at 1 s: not read past it
+    # read with GRPO-n4 at its own budgets: 1 s (its final wall) and 20 samples; GRPO-n4 there: 0.125, 0.3125
+    assert t2["methods"]["cap"]["budgets"] == {"wall_s": 1.0, "samples": 20}
+    assert t2["methods"]["cap"]["vs_grpo_n4"]["equal_wall"]["per_seed"] == [pytest.approx(0.5 - 0.125)]
+    assert t2["methods"]["cap"]["vs_grpo_n4"]["equal_samples"]["per_seed"] == [pytest.approx(0.5 - 0.3125)]
+    assert "cap at 1 s and 20 samples" in budget.format_table({"table": {**t2, "seeds": [1]}})
 
 
 def test_held_out_pass_at_k_before_and_at_the_step(tmp_path):
