@@ -30,7 +30,7 @@ train: install
 test: install
 	$(VENV)/bin/python -m pytest tests $(ARGS)
 
-# the edit-test loop: unit tests only (no Ray, vLLM or DeepSpeed start), 444 tests in ~70 s on 2 cores (129 s measured under a concurrent bench)
+# the edit-test loop: unit tests only (no Ray, vLLM or DeepSpeed start), 471 tests in ~85 s on 2 cores
 test-fast: install
 	$(VENV)/bin/python -m pytest tests -m "not slow" $(ARGS)
 

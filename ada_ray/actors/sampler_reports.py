@@ -7,8 +7,9 @@ pass, scores it in one scorer call (the reward worker pool, when configured, sco
 parallel), builds the Samples and sends them to the queue in one `report_many` call that it does
 not wait for. With a PayloadStore (sampler.payload_transport = object_store, the default) the pass's
 token ids, log-probs and texts go into the store as one batch and the queue gets only metadata, one
-SampleBlock of columns an item (algo/payloads.py, algo/types.py). It looks at the answers every `answer_poll_s` (and at once while a flush waits), so a
-scheduler error still surfaces (`error`, which the loop raises and dies of).
+SampleBlock of columns an item (algo/payloads.py, algo/types.py). It looks at the answers every
+`answer_poll_s` (and at once while a flush waits), so a scheduler error still surfaces (`error`, which
+the loop raises and dies of).
 
 Guarantees: reports leave in the order the loop handed the items over; a reward function that
 raises, hangs or returns junk scores 0 with reward_error (SafeScorer), and so does every completion

@@ -19,7 +19,7 @@ from typing import Iterable, Optional, Protocol, Sequence
 
 import numpy as np
 
-from ada_ray.algo.types import PayloadBatch, Sample
+from ada_ray.algo.types import PayloadBatch, Sample, SampleBlock
 
 
 class LostPayloads(RuntimeError):
@@ -155,6 +155,16 @@ class LocalPayloadStore:
     @property
     def live(self) -> int:
         return len(self._data)
+
+
+def remote_report(prompt_id: str, version: int, rewards: list[float], tokens: int, batch: PayloadBatch, first_row: int,
+                  as_block: bool = True) -> Sequence[Sample]:
+    """One item's report with its payloads at rows first_row.. of `batch`, every sample `tokens` long: one
+    SampleBlock (what a sampler reports) or, `as_block=False`, one Sample a sample (the report before
+    SampleBlock; the benches' before/after)."""
+    if as_block:
+        return SampleBlock(prompt_id, version, rewards, [tokens] * len(rewards), batch, first_row)
+    return [remote_sample(prompt_id, r, version, batch, first_row + j, tokens) for j, r in enumerate(rewards)]
 
 
 def remote_sample(prompt_id: str, reward: float, version: int, batch: PayloadBatch, index: int, tokens: int,

@@ -44,7 +44,7 @@ class PromptState:
         self._rounds.append(samples)
         self.rewards.extend(rewards)
         thr, pos, neg = self.threshold, self._pos, self._neg
-        for i, r in enumerate(rewards, base):
+        for i, r in enumerate(rewards, base):  # the one place a sample is called positive: reward > threshold
             (pos if r > thr else neg).append(i)
         return rewards
 

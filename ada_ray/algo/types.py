@@ -127,9 +127,6 @@ class Sample:
     reward_error: bool = False  # the verifier raised or timed out (scored 0)
     payload: Optional[tuple] = None  # (PayloadBatch, row, tokens) while the token ids etc. are elsewhere
 
-    def positive(self, threshold: float) -> bool:
-        return self.reward > threshold
-
     @property
     def num_tokens(self) -> int:
         """len(completion_ids), without unpacking them."""

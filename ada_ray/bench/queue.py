@@ -70,8 +70,8 @@ def per_item_split(prompts: int = 100_000, batch: int = 1024, steps: int = 12, i
     import pickle
 
     from ada_ray.actors.prompt_queue import settle_heap
-    from ada_ray.algo.payloads import remote_sample
-    from ada_ray.algo.types import PayloadBatch, SampleBlock
+    from ada_ray.algo.payloads import remote_report
+    from ada_ray.algo.types import PayloadBatch
 
     s = WorkScheduler(_prompts(prompts), AlgoConfig(name="ada_seq_balance"), batch_prompts=batch,
                       max_staleness=2, total_steps=steps, seed=seed)
@@ -98,12 +98,8 @@ def per_item_split(prompts: int = 100_000, batch: int = 1024, steps: int = 12, i
             reports, row = [], 0
             for it in items:
                 rewards = [1.0 if rng.random() < pass_rate else 0.0 for _ in range(it.num_samples)]
-                if blocks:
-                    reports.append((it.item_id, SampleBlock(it.prompt_id, it.version, rewards, [512] * len(rewards),
-                                                            batch_ref, row)))
-                else:
-                    reports.append((it.item_id, [remote_sample(it.prompt_id, r, it.version, batch_ref, row + j, 512)
-                                                 for j, r in enumerate(rewards)]))
+                reports.append((it.item_id, remote_report(it.prompt_id, it.version, rewards, 512, batch_ref, row,
+                                                          blocks)))
                 row += it.num_samples
             wire = pickle.dumps(reports)
             reports = timed("report_unpickle", pickle.loads, wire)

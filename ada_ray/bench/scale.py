@@ -41,8 +41,8 @@ import ray
 
 from ada_ray.actors.ray_payloads import RayPayloadStore
 from ada_ray.actors.sampler_leases import LeaseFeeder
-from ada_ray.algo.payloads import pack, remote_sample
-from ada_ray.algo.types import Sample, SampleBlock, Signal
+from ada_ray.algo.payloads import pack, remote_report
+from ada_ray.algo.types import Sample, Signal
 from ada_ray.bench.common import write_result
 from ada_ray.config import load_config, to_dict
 
@@ -112,12 +112,8 @@ class SimSamplers:
         batch = self.store.put(pack([[7] * self.tokens] * n, [[-0.5] * self.tokens] * n, [""] * n), sid)
         reports, row = [], 0
         for it in items:
-            if self.blocks:
-                reports.append((it.item_id, SampleBlock(it.prompt_id, it.version, self._rewards(it),
-                                                        [self.tokens] * it.num_samples, batch, row)))
-            else:
-                reports.append((it.item_id, [remote_sample(it.prompt_id, r, it.version, batch, row + j, self.tokens)
-                                             for j, r in enumerate(self._rewards(it))]))
+            reports.append((it.item_id, remote_report(it.prompt_id, it.version, self._rewards(it), self.tokens, batch,
+                                                      row, self.blocks)))
             row += it.num_samples
         return reports
 
