@@ -91,6 +91,9 @@ def _validate_ada_budget(a: AlgoConfig, k_total: int) -> None:
         raise _err("algo.park_below", "in [0, 1)", a.park_below)
     if not 0.0 < a.explore_floor <= 1.0:
         raise _err("algo.explore_floor", "in (0, 1] (0 would park a prompt for good)", a.explore_floor)
+    if a.probe_samples and not a.n <= a.probe_samples <= a.budget_max_samples:
+        raise _err("algo.probe_samples", f"0 (park) or in [algo.n, algo.budget_max_samples] ([{a.n}, "
+                   f"{a.budget_max_samples}])", a.probe_samples)
     if len(a.budget_prior) != 2 or not all(x > 0 for x in a.budget_prior):
         raise _err("algo.budget_prior", "two numbers > 0 ([a0, b0] of the Beta prior)", list(a.budget_prior))
 

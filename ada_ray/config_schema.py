@@ -133,6 +133,8 @@ class AlgoConfig:
     budget_max_samples: int = 12  # ada_budget: most samples a prompt gets in one step (all its rounds)
     park_below: float = 0.25  # ada_budget: P(rule fires within budget_max_samples) below this parks a prompt
     explore_floor: float = 0.1  # ada_budget: probability a parked prompt is drawn anyway when its turn comes
+    park_need: str = "exit"  # ada_budget: what must be within reach not to park: exit (the rule) | pair (1 pos + 1 neg)
+    probe_samples: int = 0  # ada_budget: > 0: a mostly-failed prompt out of reach gets a round of this many, not parked
     clip_low: float = 0.2  # PPO ratio clip below 1
     clip_high: float = 0.28  # PPO ratio clip above 1 (asymmetric, "clip-higher")
     dual_clip_c: Optional[float] = 10.0  # dual clip for negative advantages (null: off)
@@ -281,6 +283,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "model.dtype": ("auto", "float32", "bfloat16", "float16"),
     "algo.name": ALGORITHMS,
     "algo.est_weight": ("inv_sqrt", "inv"),
+    "algo.park_need": ("exit", "pair"),
     "algo.loss_agg": ("token_mean", "seq_mean_token_mean"),
     "sampler.engine": ("vllm",),
     "sampler.payload_transport": ("object_store", "inline"),

@@ -21,6 +21,16 @@ samples already in this step's pool. Under it the positives among m more samples
   policy never solves (no positive within reach) and retires those it always solves (no negative).
 - a top-up after an unfired round: sized by `round_size` over what is left of the cap, and only while
   the prompt is not hopeless given its pool; at most `algo.max_rounds` rounds in all.
+
+Two settings keep the policy's coverage (pass@k) that parking costs (BENCHMARKS.md: parking the
+never-solved prompts lowers held-out pass@16 below the base model's):
+
+- `algo.park_need = pair`: a prompt is parked only when not even one pair (a positive and a negative,
+  the least that carries a signal) is within reach of the cap, instead of the whole exit rule.
+- `algo.probe_samples = k > 0`: a prompt out of reach that the policy fails (`mostly_wrong`: posterior
+  mean below 1/2) is not parked but drawn with one *probe* round of k samples; a rare success in it is
+  the signal that keeps hard prompts solvable, and it earns a top-up like any round. Prompts the policy
+  always solves are still retired (parked) the same way.
 """
 
 from __future__ import annotations
@@ -78,6 +88,17 @@ def hopeless(a: float, b: float, need: tuple[int, int, int], cap: int, park_belo
     if cap <= 0:
         return True
     return settle_probability(cap, round(a, 6), round(b, 6), *need) < park_below
+
+
+def pair_need(need: tuple[int, int, int]) -> tuple[int, int, int]:
+    """The least of `need` that still carries a signal: one positive and one negative (each only if
+    still needed); no sample count."""
+    return min(need[0], 1), min(need[1], 1), 0
+
+
+def mostly_wrong(a: float, b: float) -> bool:
+    """The posterior's mean pass rate is below 1/2."""
+    return a < b
 
 
 def explores(seed: int, prompt_id: str, cohort: int, floor: float) -> bool:

@@ -115,7 +115,8 @@ class AdaSeq(Strategy):
 class AdaBudget(AdaSeq):
     """Seq-balance whose rounds are sized from the prompt's pass-rate posterior (budget.py): a first
     round that settles it with probability >= settle_target, a top-up only while a pair is within
-    reach of the cap, and prompts with no pair within reach parked at the draw (explore_floor)."""
+    reach of the cap, and prompts with no pair within reach parked at the draw (explore_floor), or, when
+    mostly failed and probe_samples > 0, drawn with one probe round."""
 
     def _posterior(self, estimator: PassRateEstimator, prompt_id: str, pos: int, neg: int) -> tuple[float, float]:
         counts = estimator.stats.get(prompt_id, (0.0, 0.0))
@@ -132,8 +133,23 @@ class AdaBudget(AdaSeq):
                 out.append(min(a.samples_per_round, a.budget_max_samples))
                 continue
             post = self._posterior(estimator, p.prompt_id, 0, 0)
+            if self._probed(post):
+                out.append(a.probe_samples)
+                continue
             out.append(budget.round_size(*post, self._need(0, 0), a.n, a.budget_max_samples, a.settle_target))
         return out
+
+    def _parked(self, post: tuple[float, float]) -> bool:
+        """Out of reach at the draw: the exit rule (or one pair, `park_need = pair`) within the cap is
+        less likely than park_below."""
+        need = self._need(0, 0)
+        if self.algo.park_need == "pair":
+            need = budget.pair_need(need)
+        return budget.hopeless(*post, need, self.algo.budget_max_samples, self.algo.park_below)
+
+    def _probed(self, post: tuple[float, float]) -> bool:
+        """Out of reach and mostly failed, with probes on: drawn with one round of probe_samples."""
+        return self.algo.probe_samples > 0 and self._parked(post) and budget.mostly_wrong(*post)
 
     def next_round_size(self, st: PromptState, estimator: PassRateEstimator) -> Optional[int]:
         if self.rule.done(len(st.pos), len(st.neg), st.rounds_done):
@@ -149,7 +165,7 @@ class AdaBudget(AdaSeq):
         if not estimator.seen(prompt_id):
             return True
         post = self._posterior(estimator, prompt_id, 0, 0)
-        if not budget.hopeless(*post, self._need(0, 0), self.algo.budget_max_samples, self.algo.park_below):
+        if not self._parked(post) or self._probed(post):
             return True
         return budget.explores(seed, prompt_id, cohort, self.algo.explore_floor)
 

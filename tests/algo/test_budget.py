@@ -171,3 +171,51 @@ def test_samples_for_is_shared():  # the helper used above reports exactly what 
     s = make("ada_budget", n_prompts=2, B=1, n=4, samples_per_round=8, max_rounds=2)
     item = s.lease("s0", 1, 0.0)[0]
     assert len(samples_for(item, [0] * item.num_samples)) == 8
+
+
+def test_pair_need_keeps_one_of_each_still_needed():
+    assert budget.pair_need((2, 2, 4)) == (1, 1, 0)
+    assert budget.pair_need((0, 3, 1)) == (0, 1, 0)
+    assert budget.mostly_wrong(1.0, 41.0) and not budget.mostly_wrong(41.0, 1.0)
+
+
+def test_park_need_pair_parks_later_than_the_exit_rule():
+    # 12 wrong of 12, uniform prior -> Beta(1, 13), cap 8: P(>= 2 pos, >= 2 neg in 8) = 0.133 < 0.25 (parked),
+    # P(>= 1 pos in 8) = 1 - 13/21 = 0.381 >= 0.25 (a pair is within reach: drawn)
+    est = PassRateEstimator()
+    est.stats = {"hard": (12.0, 0.0), "never": (60.0, 0.0)}
+    kw = dict(budget_max_samples=8, park_below=0.25, explore_floor=1e-9)
+    assert budget.settle_probability(8, 1.0, 13.0, 2, 2, 4) == pytest.approx(0.1333, abs=1e-3)
+    assert budget.settle_probability(8, 1.0, 13.0, 1, 1, 0) == pytest.approx(1 - 13 / 21, abs=1e-3)
+    assert not make_strategy(_algo(**kw)).admits("hard", est, 0, 0)
+    assert make_strategy(_algo(park_need="pair", **kw)).admits("hard", est, 0, 0)
+    # 60 wrong of 60: P(>= 1 pos in 8) = 1 - 61/69 = 0.116: parked under either rule
+    assert not make_strategy(_algo(park_need="pair", **kw)).admits("never", est, 0, 0)
+
+
+def test_probe_round_for_mostly_failed_prompts_out_of_reach():
+    est = PassRateEstimator()
+    est.stats = {"never": (40.0, 0.0), "always": (40.0, 40.0), "mid": (200.0, 100.0)}
+    strat = make_strategy(_algo(probe_samples=4, explore_floor=1e-9))
+    # the never-solved prompt is drawn with a round of 4 instead of parked; the always-solved one is retired
+    assert strat.admits("never", est, 0, 0)
+    assert not strat.admits("always", est, 0, 0)
+    assert strat.first_round_sizes([_prompt("never"), _prompt("mid")], est) == [4, 5]
+    # four more wrong: no top-up; a success in the probe earns one only if a pair is then within reach
+    st = _state([0, 0, 0, 0])
+    est.stats = {"p0": (40.0, 0.0)}
+    assert strat.next_round_size(st, est) is None
+    est.stats = {"p0": (4.0, 0.0)}
+    assert strat.next_round_size(_state([1, 0, 0, 0]), est) is not None
+    # probes off (the default): parked as before
+    est.stats = {"never": (40.0, 0.0)}
+    assert not make_strategy(_algo(explore_floor=1e-9)).admits("never", est, 0, 0)
+
+
+@pytest.mark.parametrize("kw,key", [(dict(probe_samples=2), "algo.probe_samples"),
+                                    (dict(probe_samples=20), "algo.probe_samples"),
+                                    (dict(park_need="rule"), "algo.park_need")])
+def test_budget_coverage_settings_are_checked(kw, key):
+    from ada_ray.config import ConfigError, load_config
+    with pytest.raises(ConfigError, match=key):
+        load_config("default", [f"algo.{k}={v}" for k, v in kw.items()])
