@@ -35,6 +35,10 @@ LEVERS = [
     ("default, K_pos = K_neg = 1", "ada_budget", {"max_rounds": 2, "budget_max_samples": 12, "park_below": 0.25,
                                                  "k_pos": 1, "k_neg": 1}),
     ("default, cap 8", "ada_budget", {"max_rounds": 2, "budget_max_samples": 8, "park_below": 0.25}),
+    ("cap 8, park on a pair", "ada_budget", {"max_rounds": 2, "budget_max_samples": 8, "park_below": 0.25,
+                                             "park_need": "pair"}),
+    ("cap 8, probe 4", "ada_budget", {"max_rounds": 2, "budget_max_samples": 8, "park_below": 0.25,
+                                      "probe_samples": 4}),
 ]
 
 
