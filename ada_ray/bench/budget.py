@@ -118,16 +118,17 @@ def heldout_pass(run_dir: Path, steps: int) -> dict[str, float]:
             for st in (0, steps) if st in evals}
 
 
-def heldout_buckets(run_dir: Path, steps: int) -> dict[str, float]:
-    """Held-out avg@16 at step `steps` per bucket of the base policy's pass@16 on each held-out prompt (the
-    run's step-0 eval): where on the difficulty scale a method's gain sits."""
+def heldout_buckets(run_dir: Path, steps: int, coverage: bool = False) -> dict[str, float]:
+    """Held-out avg@16 (or, `coverage`, pass@16) at step `steps` per bucket of the base policy's pass@16 on
+    each held-out prompt (the run's step-0 eval): where on the difficulty scale a method's gain sits, and
+    where it wins or loses coverage (base bucket 0: prompts it newly solves; the rest: prompts it keeps)."""
     evals = {e["step"]: e for e in _rows(run_dir / "eval_per_prompt.jsonl")}
     if 0 not in evals or steps not in evals:
         return {}
     base, fin = evals[0], evals[steps]
     out: dict[str, list[float]] = {}
     for c0, c in zip(base["correct"], fin["correct"]):
-        out.setdefault(bucket_of(c0 / base["k"]), []).append(c / fin["k"])
+        out.setdefault(bucket_of(c0 / base["k"]), []).append(float(c > 0) if coverage else c / fin["k"])
     return {b: statistics.mean(v) for b, v in out.items()}
 
 
@@ -178,6 +179,8 @@ def build_table(runs: dict[str, dict[int, dict]], steps: int, batch: int, base: 
              "buckets": _bucket_means(rs, seeds),
              "heldout_buckets": {b: statistics.mean(rs[s]["heldout_buckets"][b] for s in seeds)
                                  for b in rs[seeds[0]].get("heldout_buckets", {})},
+             "heldout_pass_buckets": {b: statistics.mean(rs[s]["heldout_pass_buckets"][b] for s in seeds)
+                                      for b in rs[seeds[0]].get("heldout_pass_buckets", {})},
              "trained_steps": [rs[s]["steps"] for s in seeds],
              "pass16": [rs[s].get("heldout_pass", {}).get(f"step{steps}", float("nan")) for s in seeds],
              "pass16_base": [rs[s].get("heldout_pass", {}).get("step0", float("nan")) for s in seeds]}
@@ -310,6 +313,7 @@ def run(steps: int = 300, batch: int = 64, seeds: int = 5, seed0: int = 11, eval
     for name, rs in runs.items():
         for seed, r in rs.items():
             r["heldout_buckets"] = heldout_buckets(work / "runs" / f"{name}_s{seed}", steps)
+            r["heldout_pass_buckets"] = heldout_buckets(work / "runs" / f"{name}_s{seed}", steps, coverage=True)
             r["heldout_pass"] = heldout_pass(work / "runs" / f"{name}_s{seed}", steps)
     base_curve = next(iter(next(iter(runs.values())).values()))["curve"][0]
     base = {"avg16": base_curve["avg"], "train_prompts": len(base_rate),
@@ -395,9 +399,13 @@ def format_table(result: dict) -> str:
     if hb:
         lines += ["", "| held-out avg@16 at equal steps, by base pass@16 bucket | " + " | ".join(hb) + " |",
                   "| --- " * (1 + len(hb)) + "|"]
-        for name, m in t["methods"].items():
-            lines.append(f"| {name} | " + " | ".join(f"{m['heldout_buckets'][b]:.3f}" if b in m["heldout_buckets"]
-                                                    else "-" for b in hb) + " |")
+        for key, what in (("heldout_buckets", "avg@16"), ("heldout_pass_buckets", "pass@16")):
+            if key == "heldout_pass_buckets":
+                lines += ["", f"| held-out {what} at equal steps, by base pass@16 bucket | " + " | ".join(hb) + " |",
+                          "| --- " * (1 + len(hb)) + "|"]
+            for name, m in t["methods"].items():
+                got = m.get(key, {})
+                lines.append(f"| {name} | " + " | ".join(f"{got[b]:.3f}" if b in got else "-" for b in hb) + " |")
     lines += ["", "| method | base pass@16 bucket | prompts/step | samples/prompt | samples/step | no-pair share | "
               "round-cap share | samples on no-pair prompts |", "| --- " * 8 + "|"]
     for name, m in t["methods"].items():

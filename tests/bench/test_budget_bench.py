@@ -76,6 +76,10 @@ def test_held_out_pass_at_k_before_and_at_the_step(tmp_path):
     write_run(tmp_path / "a", 2, 1.0, 8, [(0, [0, 1, 0, 2]), (2, [0, 0, 3, 4])], [4, 4])
     assert budget.heldout_pass(tmp_path / "a", 2) == {"step0": 0.5, "step2": 0.5}
     assert budget.heldout_pass(tmp_path / "a", 7) == {"step0": 0.5}  # no eval at that step: not made up
+    # by the base's bucket: prompts 1 and 3 unsolved at first (one solved at the step), 2 and 4 at 1/4 and 2/4
+    # (one kept): coverage 0.5 in both; avg@16 (0 + 3/4) / 2 and (0 + 4/4) / 2
+    assert budget.heldout_buckets(tmp_path / "a", 2, coverage=True) == {"0": 0.5, "(0.2,0.5]": 0.5}
+    assert budget.heldout_buckets(tmp_path / "a", 2) == {"0": 0.375, "(0.2,0.5]": 0.5}
     g = budget.summarize_run(tmp_path / "a", {"easy": 0.5, "hard": 0.0}, 4)
     a = {**g, "heldout_pass": {"step0": 0.5, "step2": 0.25}}
     g["heldout_pass"] = {"step0": 0.5, "step2": 0.75}
