@@ -17,20 +17,23 @@ samples already in this step's pool. Under it the positives among m more samples
 - `hopeless`: settle_probability within the prompt's whole cap (`algo.budget_max_samples`) is below
   `algo.park_below`. A prompt seen before that is hopeless is *parked*: skipped when the data cursor
   reaches it, except with probability `algo.explore_floor` (decided by a hash of seed, prompt and
-  cohort), so it comes back and is re-measured as the policy improves. This one rule parks prompts the
-  policy never solves (no positive within reach) and retires those it always solves (no negative).
+  cohort), so it comes back and is re-measured as the policy improves. This one rule retires prompts
+  the policy always solves (no negative within reach) and, with probes off, parks those it never
+  solves (no positive within reach).
 - a top-up after an unfired round: sized by `round_size` over what is left of the cap, and only while
   the prompt is not hopeless given its pool; at most `algo.max_rounds` rounds in all.
 
-Two settings keep the policy's coverage (pass@k) that parking costs (BENCHMARKS.md: parking the
-never-solved prompts lowers held-out pass@16 below the base model's):
+Parking the never-solved prompts costs the policy coverage (BENCHMARKS.md: held-out pass@16 falls below
+the base model's, on the prompts it solved rarely). Two settings keep it:
 
 - `algo.park_need = pair`: a prompt is parked only when not even one pair (a positive and a negative,
   the least that carries a signal) is within reach of the cap, instead of the whole exit rule.
 - `algo.probe_samples = k > 0`: a prompt out of reach that the policy fails (`mostly_wrong`: posterior
   mean below 1/2) is not parked but drawn with one *probe* round of k samples; a rare success in it is
   the signal that keeps hard prompts solvable, and it earns a top-up like any round. Prompts the policy
-  always solves are still retired (parked) the same way.
+  always solves are still retired (parked) the same way. k = 4 = n (GRPO-n4's price for those
+  prompts) kept held-out pass@16 where `pair` did not (BENCHMARKS.md); off by default (it gives up
+  avg@16 at equal wall-clock).
 """
 
 from __future__ import annotations

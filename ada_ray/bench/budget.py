@@ -67,6 +67,15 @@ def parse_variants(spec: str) -> list[tuple[str, str, dict]]:
     return out
 
 
+def run_signature(signature: dict, preset: str, extra: dict) -> dict:
+    """What a cached run summary must match to be reused: the bench's settings and the method's whole
+    resolved `algo` config (so a changed default, or a preset edited since, is run again, not reused)."""
+    from ada_ray.config import load_config, to_dict
+
+    algo = to_dict(load_config(preset, [*[f"{k}={v}" for k, v in extra.items()], *signature["overrides"]]))["algo"]
+    return {**signature, "algo": algo}
+
+
 def _rows(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.is_file() else []
 
@@ -293,7 +302,7 @@ def run(steps: int = 300, batch: int = 64, seeds: int = 5, seed0: int = 11, eval
                 continue
             n_steps = int(round(steps * grpo_factor)) if name == "grpo_n4" else steps
             summary_path = work / f"{name}_s{seed}.json"
-            sig = {**signature, "variant": extra} if preset == DEFAULT_PRESET and extra else signature
+            sig = run_signature(signature, preset, extra)
             if summary_path.is_file() and json.loads(summary_path.read_text()).get("signature") == sig:
                 runs.setdefault(name, {})[seed] = json.loads(summary_path.read_text())
                 continue

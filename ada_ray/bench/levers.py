@@ -24,32 +24,32 @@ LEVERS = [
     ("grpo_n4", "grpo", {}),
     ("seq_balance R=4 (paper)", "ada_seq_balance", {}),
     ("seq_balance R=2 (round cap)", "ada_seq_balance", {"max_rounds": 2}),
-    ("+ posterior round sizes, cap 16", "ada_budget", {"max_rounds": 2, "budget_max_samples": 16, "park_below": 0.0}),
-    ("+ park hopeless (P < 0.1)", "ada_budget", {"max_rounds": 2, "budget_max_samples": 16, "park_below": 0.1}),
-    ("+ park P < 0.25", "ada_budget", {"max_rounds": 2, "budget_max_samples": 16, "park_below": 0.25}),
-    ("+ cap 12 (the default)", "ada_budget", {"max_rounds": 2, "budget_max_samples": 12, "park_below": 0.25}),
-    ("default, settle_target 0.7", "ada_budget", {"max_rounds": 2, "budget_max_samples": 12, "park_below": 0.25,
-                                                  "settle_target": 0.7}),
-    ("default, explore_floor 0.2", "ada_budget", {"max_rounds": 2, "budget_max_samples": 12, "park_below": 0.25,
-                                                  "explore_floor": 0.2}),
-    ("default, K_pos = K_neg = 1", "ada_budget", {"max_rounds": 2, "budget_max_samples": 12, "park_below": 0.25,
-                                                 "k_pos": 1, "k_neg": 1}),
-    ("default, cap 8", "ada_budget", {"max_rounds": 2, "budget_max_samples": 8, "park_below": 0.25}),
-    ("cap 8, park on a pair", "ada_budget", {"max_rounds": 2, "budget_max_samples": 8, "park_below": 0.25,
-                                             "park_need": "pair"}),
-    ("cap 8, probe 4", "ada_budget", {"max_rounds": 2, "budget_max_samples": 8, "park_below": 0.25,
-                                      "probe_samples": 4}),
+    ("+ posterior round sizes, cap 16", "ada_budget", {"budget_max_samples": 16, "park_below": 0.0}),
+    ("+ park hopeless (P < 0.1)", "ada_budget", {"budget_max_samples": 16, "park_below": 0.1}),
+    ("+ park P < 0.25", "ada_budget", {"budget_max_samples": 16}),
+    ("+ cap 12 (the default)", "ada_budget", {}),
+    ("default, settle_target 0.7", "ada_budget", {"settle_target": 0.7}),
+    ("default, explore_floor 0.2", "ada_budget", {"explore_floor": 0.2}),
+    ("default, K_pos = K_neg = 1", "ada_budget", {"k_pos": 1, "k_neg": 1}),
+    ("default, cap 8", "ada_budget", {"budget_max_samples": 8}),
+    ("cap 8, park on a pair", "ada_budget", {"budget_max_samples": 8, "park_need": "pair"}),
+    ("cap 8, probe 4", "ada_budget", {"budget_max_samples": 8, "probe_samples": 4}),
 ]
 
 
+ADA_BUDGET_BASE = {"max_rounds": 2, "budget_max_samples": 12, "park_below": 0.25, "probe_samples": 0}  # the default, under each row
+
+
 def replay(rates: dict[str, float], name: str, overrides: dict, steps: int, batch: int, seed: int) -> dict:
-    """`steps` cohorts of the real WorkScheduler against fixed per-prompt pass rates."""
+    """`steps` cohorts of the real WorkScheduler against fixed per-prompt pass rates (an ada_budget row's
+    overrides go over ADA_BUDGET_BASE, so a row says exactly what it changes)."""
     from ada_ray.algo.scheduler import WorkScheduler
     from ada_ray.algo.types import Prompt, Sample
     from ada_ray.config import AlgoConfig
 
     prompts = [Prompt(pid, "q", (1,), "a", "") for pid in rates]
-    s = WorkScheduler(prompts, AlgoConfig(name=name, **overrides), batch_prompts=batch, total_steps=steps, seed=seed)
+    algo = AlgoConfig(name=name, **({**ADA_BUDGET_BASE, **overrides} if name == "ada_budget" else overrides))
+    s = WorkScheduler(prompts, algo, batch_prompts=batch, total_steps=steps, seed=seed)
     samples = groups = usable = skipped = nosig = 0
     for c in range(steps):
         while items := s.lease("sim", 1 << 20, 0.0):

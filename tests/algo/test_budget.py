@@ -69,7 +69,7 @@ def test_explores_is_deterministic_and_near_its_floor():
 
 def _algo(**kw):
     base = dict(name="ada_budget", n=4, samples_per_round=8, max_rounds=2, budget_max_samples=16,
-                settle_target=0.5, park_below=0.1, explore_floor=0.1)
+                settle_target=0.5, park_below=0.1, explore_floor=0.1, probe_samples=0)
     base.update(kw)
     return AlgoConfig(**base)
 
@@ -131,7 +131,7 @@ def test_scheduler_skips_parked_prompts_and_keeps_accounting():
     est = PassRateEstimator()
     est.stats = {pid: (60.0, 0.0) for pid in ("p0", "p1", "p2", "p3")}  # all-wrong histories: parked
     s = make("ada_budget", n_prompts=6, B=2, n=4, samples_per_round=8, max_rounds=2, budget_max_samples=16,
-             park_below=0.1, explore_floor=1e-9, estimator=est, total_steps=3)
+             park_below=0.1, explore_floor=1e-9, probe_samples=0, estimator=est, total_steps=3)
     for c in range(3):
         drain(s, bernoulli_rewards(lambda pid: 0.5))
         res = s.take_cohort(c)
@@ -147,12 +147,31 @@ def test_scheduler_draw_ends_when_everything_is_parked():
     est = PassRateEstimator()
     est.stats = {pid: (60.0, 0.0) for pid in ("p0", "p1", "p2")}
     s = make("ada_budget", n_prompts=3, B=1, n=4, samples_per_round=8, max_rounds=2, budget_max_samples=16,
-             explore_floor=1e-9, estimator=est, total_steps=2)
+             explore_floor=1e-9, probe_samples=0, estimator=est, total_steps=2)
     drain(s, bernoulli_rewards(lambda pid: 0.0))
     res = s.take_cohort(0)
     assert len(res.groups) == 1 and res.groups[0].pool_size <= 16
     s.set_version(1)
     assert s.lease("s0", 10, 0.0)  # the next cohort opened too
+
+
+def test_scheduler_probes_never_solved_prompts_with_one_small_round():
+    # the same all-wrong histories with probes on: none passed over; each gets one round of 4, no top-up
+    # (the fresh p4, p5 get the paper's first round of M = 8)
+    est = PassRateEstimator()
+    est.stats = {pid: (60.0, 0.0) for pid in ("p0", "p1", "p2", "p3")}
+    s = make("ada_budget", n_prompts=6, B=2, n=4, samples_per_round=8, max_rounds=2, budget_max_samples=8,
+             park_below=0.1, explore_floor=1e-9, probe_samples=4, estimator=est, total_steps=3)
+    pools = {}
+    for c in range(3):
+        drain(s, bernoulli_rewards(lambda pid: 0.0))
+        res = s.take_cohort(c)
+        assert res.skipped == 0
+        pools |= {g.prompt_id: (g.pool_size, g.rounds) for g in res.groups}
+        s.set_version(c + 1)
+    assert pools == {**{f"p{i}": (4, 1) for i in range(4)}, "p4": (8, 1), "p5": (8, 1)}
+    acc = s.check_accounting()
+    assert acc["prompts_drawn"] == acc["prompts_trained"] == 6
 
 
 def test_budget_samples_stay_within_the_cap():

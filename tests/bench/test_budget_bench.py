@@ -109,5 +109,19 @@ def test_lever_replay_is_deterministic_and_parking_cuts_no_signal_samples():
     assert parked["parked_per_step"] > 0 == plain["parked_per_step"]
     assert parked["no_signal_sample_share"] < plain["no_signal_sample_share"]
     assert parked["usable_share"] > plain["usable_share"]
+    # probes: the never-solved prompts come back with 4 samples each instead of being parked
+    probed = levers.replay(rates, "ada_budget", {"probe_samples": 4}, 40, 16, 0)
+    assert probed["parked_per_step"] < parked["parked_per_step"] / 4
+    assert probed["samples_per_prompt"] < plain["samples_per_prompt"]
     grpo = levers.replay(rates, "grpo", {}, 10, 16, 0)
     assert grpo["samples_per_prompt"] == 4.0
+
+
+def test_cached_runs_are_keyed_by_the_resolved_algo_config():
+    sig = {"steps": 3, "batch": 2, "eval_every": 1, "grpo_factor": 1.5, "overrides": []}
+    default = budget.run_signature(sig, "default", {})
+    # the same config reached two ways is the same run; a setting that differs is not
+    assert budget.run_signature(sig, "default", {"algo.budget_max_samples": "12"}) == default
+    assert budget.run_signature(sig, "default", {"algo.probe_samples": "4"}) != default
+    assert budget.run_signature(sig, "grpo", {"algo.n": "4"})["algo"]["name"] == "grpo"
+    assert budget.run_signature({**sig, "overrides": ["algo.settle_target=0.7"]}, "default", {}) != default
