@@ -89,7 +89,7 @@ def run(steps: int = 300, batch: int = 64, seeds: int = 3, out_dir: Path = Path(
     rows = []
     for label, name, ov in LEVERS:
         per_seed = [replay(rates, name, ov, steps, batch, seed) for seed in range(seeds)]
-        rows.append({"lever": label, "algo": name, "overrides": ov,
+        rows.append({"lever": label, "algo": name, "overrides": {**ADA_BUDGET_BASE, **ov} if name == "ada_budget" else ov,
                      **{k: statistics.mean(x[k] for x in per_seed) for k in per_seed[0]}})
     result = {"steps": steps, "batch": batch, "seeds": seeds, "train_prompts": len(rates),
               "base_avg16_train": statistics.mean(rates.values()), "rows": rows}
