@@ -133,7 +133,7 @@ class AlgoConfig:
     budget_max_samples: int = 12  # ada_budget: most samples a prompt gets in one step (all its rounds)
     park_below: float = 0.25  # ada_budget: P(rule fires within budget_max_samples) below this parks a prompt
     explore_floor: float = 0.1  # ada_budget: probability a parked prompt is drawn anyway when its turn comes
-    park_need: str = "exit"  # ada_budget: what must be within reach not to park: exit (the rule) | pair (1 pos + 1 neg)
+    park_need: str = "exit"  # ada_budget: what must be within reach not to park: the exit rule, or one pair (1 pos + 1 neg)
     probe_samples: int = 0  # ada_budget: 0 parks a mostly-failed prompt out of reach; k (>= n) draws it with one round of k
     clip_low: float = 0.2  # PPO ratio clip below 1
     clip_high: float = 0.28  # PPO ratio clip above 1 (asymmetric, "clip-higher")

@@ -133,23 +133,23 @@ class AdaBudget(AdaSeq):
                 out.append(min(a.samples_per_round, a.budget_max_samples))
                 continue
             post = self._posterior(estimator, p.prompt_id, 0, 0)
-            if self._probed(post):
+            if self._at_draw(post) == "probe":
                 out.append(a.probe_samples)
                 continue
             out.append(budget.round_size(*post, self._need(0, 0), a.n, a.budget_max_samples, a.settle_target))
         return out
 
-    def _parked(self, post: tuple[float, float]) -> bool:
-        """Out of reach at the draw: the exit rule (or one pair, `park_need = pair`) within the cap is
-        less likely than park_below."""
+    def _at_draw(self, post: tuple[float, float]) -> str:
+        """What a seen prompt gets at the draw: "sized" (its rule, or one pair with `park_need = pair`,
+        is within reach of the cap with probability >= park_below), else "probe" (mostly failed, with
+        probe_samples > 0: one round of probe_samples), else "parked"."""
+        a = self.algo
         need = self._need(0, 0)
-        if self.algo.park_need == "pair":
+        if a.park_need == "pair":
             need = budget.pair_need(need)
-        return budget.hopeless(*post, need, self.algo.budget_max_samples, self.algo.park_below)
-
-    def _probed(self, post: tuple[float, float]) -> bool:
-        """Out of reach and mostly failed, with probes on: drawn with one round of probe_samples."""
-        return self.algo.probe_samples > 0 and self._parked(post) and budget.mostly_wrong(*post)
+        if not budget.hopeless(*post, need, a.budget_max_samples, a.park_below):
+            return "sized"
+        return "probe" if a.probe_samples > 0 and budget.mostly_wrong(*post) else "parked"
 
     def next_round_size(self, st: PromptState, estimator: PassRateEstimator) -> Optional[int]:
         if self.rule.done(len(st.pos), len(st.neg), st.rounds_done):
@@ -165,7 +165,7 @@ class AdaBudget(AdaSeq):
         if not estimator.seen(prompt_id):
             return True
         post = self._posterior(estimator, prompt_id, 0, 0)
-        if not self._parked(post) or self._probed(post):
+        if self._at_draw(post) != "parked":
             return True
         return budget.explores(seed, prompt_id, cohort, self.algo.explore_floor)
 

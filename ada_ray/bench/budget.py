@@ -67,12 +67,16 @@ def parse_variants(spec: str) -> list[tuple[str, str, dict]]:
     return out
 
 
+def _dotlist(settings: dict) -> list[str]:
+    return [f"{k}={v}" for k, v in settings.items()]
+
+
 def run_signature(signature: dict, preset: str, extra: dict) -> dict:
     """What a cached run summary must match to be reused: the bench's settings and the method's whole
     resolved `algo` config (so a changed default, or a preset edited since, is run again, not reused)."""
     from ada_ray.config import load_config, to_dict
 
-    algo = to_dict(load_config(preset, [*[f"{k}={v}" for k, v in extra.items()], *signature["overrides"]]))["algo"]
+    algo = to_dict(load_config(preset, [*_dotlist(extra), *signature["overrides"]]))["algo"]
     return {**signature, "algo": algo}
 
 
@@ -311,7 +315,7 @@ def run(steps: int = 300, batch: int = 64, seeds: int = 5, seed0: int = 11, eval
                   "trainer.eval_at_start=true", "trainer.final_eval=true", "trainer.eval_samples=16",
                   "trainer.total_samples=null", f"trainer.output_dir={work / 'runs'}", f"trainer.run_name={run_name}",
                   f"trainer.seed={seed}", "tracking.enabled=false", "trainer.progress=plain", "trainer.save_every=0",
-                  *[f"{k}={v}" for k, v in extra.items()], *overrides]
+                  *_dotlist(extra), *overrides]
             train(load_config(preset, ov), log=lambda s: None)
             summary = {"signature": sig, "method": name, "seed": seed,
                        **summarize_run(work / "runs" / run_name, base_rate, rates["k"])}
@@ -405,16 +409,12 @@ def format_table(result: dict) -> str:
         lines.append(f"| {name} | {ts['wait']:.3f} | {ts['train']:.3f} | {ts['sync']:.3f} | {ts['sampler_busy']:.3f} | "
                      f"{ts['sampler_idle']:.3f} |")
     hb = [b for b, _, _ in BUCKETS if any(b in m.get("heldout_buckets", {}) for m in t["methods"].values())]
-    if hb:
-        lines += ["", "| held-out avg@16 at equal steps, by base pass@16 bucket | " + " | ".join(hb) + " |",
+    for key, what in (("heldout_buckets", "avg@16"), ("heldout_pass_buckets", "pass@16")) if hb else ():
+        lines += ["", f"| held-out {what} at equal steps, by base pass@16 bucket | " + " | ".join(hb) + " |",
                   "| --- " * (1 + len(hb)) + "|"]
-        for key, what in (("heldout_buckets", "avg@16"), ("heldout_pass_buckets", "pass@16")):
-            if key == "heldout_pass_buckets":
-                lines += ["", f"| held-out {what} at equal steps, by base pass@16 bucket | " + " | ".join(hb) + " |",
-                          "| --- " * (1 + len(hb)) + "|"]
-            for name, m in t["methods"].items():
-                got = m.get(key, {})
-                lines.append(f"| {name} | " + " | ".join(f"{got[b]:.3f}" if b in got else "-" for b in hb) + " |")
+        for name, m in t["methods"].items():
+            got = m.get(key, {})
+            lines.append(f"| {name} | " + " | ".join(f"{got[b]:.3f}" if b in got else "-" for b in hb) + " |")
     lines += ["", "| method | base pass@16 bucket | prompts/step | samples/prompt | samples/step | no-pair share | "
               "round-cap share | samples on no-pair prompts |", "| --- " * 8 + "|"]
     for name, m in t["methods"].items():

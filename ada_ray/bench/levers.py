@@ -40,15 +40,20 @@ LEVERS = [
 ADA_BUDGET_BASE = {"max_rounds": 2, "budget_max_samples": 12, "park_below": 0.25, "probe_samples": 0}  # the default, under each row
 
 
+def row_settings(name: str, overrides: dict) -> dict:
+    """A row's algo settings: an ada_budget row's overrides over ADA_BUDGET_BASE, any other row's as given."""
+    return {**ADA_BUDGET_BASE, **overrides} if name == "ada_budget" else overrides
+
+
 def replay(rates: dict[str, float], name: str, overrides: dict, steps: int, batch: int, seed: int) -> dict:
-    """`steps` cohorts of the real WorkScheduler against fixed per-prompt pass rates (an ada_budget row's
-    overrides go over ADA_BUDGET_BASE, so a row says exactly what it changes)."""
+    """`steps` cohorts of the real WorkScheduler against fixed per-prompt pass rates (`row_settings`: a
+    row says exactly what it changes)."""
     from ada_ray.algo.scheduler import WorkScheduler
     from ada_ray.algo.types import Prompt, Sample
     from ada_ray.config import AlgoConfig
 
     prompts = [Prompt(pid, "q", (1,), "a", "") for pid in rates]
-    algo = AlgoConfig(name=name, **({**ADA_BUDGET_BASE, **overrides} if name == "ada_budget" else overrides))
+    algo = AlgoConfig(name=name, **row_settings(name, overrides))
     s = WorkScheduler(prompts, algo, batch_prompts=batch, total_steps=steps, seed=seed)
     samples = groups = usable = skipped = nosig = 0
     for c in range(steps):
@@ -89,7 +94,7 @@ def run(steps: int = 300, batch: int = 64, seeds: int = 3, out_dir: Path = Path(
     rows = []
     for label, name, ov in LEVERS:
         per_seed = [replay(rates, name, ov, steps, batch, seed) for seed in range(seeds)]
-        rows.append({"lever": label, "algo": name, "overrides": {**ADA_BUDGET_BASE, **ov} if name == "ada_budget" else ov,
+        rows.append({"lever": label, "algo": name, "overrides": row_settings(name, ov),
                      **{k: statistics.mean(x[k] for x in per_seed) for k in per_seed[0]}})
     result = {"steps": steps, "batch": batch, "seeds": seeds, "train_prompts": len(rates),
               "base_avg16_train": statistics.mean(rates.values()), "rows": rows}

@@ -89,6 +89,14 @@ def test_held_out_pass_at_k_before_and_at_the_step(tmp_path):
     assert t["methods"]["ada_budget"]["vs_grpo_n4"]["pass16_equal_steps"]["mean"] == -0.5
     assert "| ada_budget | 0.500 ± 0.000 | 0.250 ± 0.000 | -0.500 (nan) |" in budget.format_table(
         {"table": {**t, "seeds": [1]}})
+    # coverage by the base's bucket, beside avg@16 by bucket
+    for r, cover in ((g, 0.5), (a, 0.25)):
+        r["heldout_buckets"], r["heldout_pass_buckets"] = {"0": 0.1}, {"0": cover}
+    t = budget.build_table({"grpo_n4": {1: g}, "ada_budget": {1: a}}, steps=2, batch=2, base={"avg16": 0.0},
+                           default_method="ada_budget")
+    text = budget.format_table({"table": {**t, "seeds": [1]}})
+    assert "| held-out pass@16 at equal steps, by base pass@16 bucket | 0 |" in text
+    assert text.index("| ada_budget | 0.250 |") > text.index("held-out pass@16 at equal steps, by base")
 
 
 def test_variants_are_parsed_or_refused_by_name():
