@@ -2,7 +2,8 @@
 
 Samplers long-poll `lease` (a call that finds nothing ready waits in line, lease_waiters.py, and is
 served in arrival order as work appears: one wakeup per call that gets work), report scored samples with
-`report_many`, and the driver waits for a cohort with `wait_cohort` (returns the cohort,
+`report_many` (or, through a node's QueueRelay, many samplers' asks and reports in one `lease_batch` /
+`report_batch` call: actors/queue_relay.py), and the driver waits for a cohort with `wait_cohort` (returns the cohort,
 Signal.END when no more data or steps, or Signal.TIMEOUT). Leases expire by the clock here;
 `release_sampler` hands a dead sampler's work out again at once. `stop` wakes every waiter with an
 explicit sentinel (Signal.STOP to a lease, Signal.END to a cohort wait).
@@ -70,6 +71,7 @@ class PromptQueue:
         self.payloads = RayPayloadStore()  # fetches payloads for a checkpoint (owns none)
         self.busy_s = 0.0  # time spent inside scheduler calls (queue overhead)
         self.calls = 0
+        self.relayed_calls = 0  # lease_batch / report_batch calls: relays' combined calls
         settle_heap()
 
     def _notify(self) -> None:
@@ -102,9 +104,37 @@ class PromptQueue:
             return items
         return await self.waiters.wait(sampler_id, max_items, max_samples, wait_s)
 
+    async def lease_batch(self, asks: list, wait_s: float = 0.0) -> list:
+        """A relay's combined lease call: one answer an ask `(sampler_id, max_items, max_samples)`, in
+        order (its items, [] or Signal.STOP). When no ask gets work, the call waits in line as one,
+        up to `wait_s`, until at least one does."""
+        self.relayed_calls += 1
+        answers = [Signal.STOP if self.stopped or sid in self.retired else self._lease_now(sid, n, m)
+                   for sid, n, m in asks]
+        if wait_s <= 0 or any(answers):
+            return answers
+        return await self.waiters.wait_combined(asks, wait_s)
+
     async def report_many(self, sampler_id: str, reports: list) -> list[bool]:
         t0 = time.perf_counter()
         out = [self.sched.report(sampler_id, item_id, samples) for item_id, samples in reports]
+        self.busy_s += time.perf_counter() - t0
+        self.calls += 1
+        self._notify()
+        return out
+
+    async def report_batch(self, batches: list) -> list:
+        """A relay's combined report call: `(sampler_id, reports)` pairs, applied in order; one answer a
+        pair: what `report_many` returns, or the exception the scheduler raised for that sampler's
+        report (the relay raises it in that sampler's call; the others' reports stand)."""
+        self.relayed_calls += 1
+        t0 = time.perf_counter()
+        out: list = []
+        for sampler_id, reports in batches:
+            try:
+                out.append([self.sched.report(sampler_id, item_id, samples) for item_id, samples in reports])
+            except Exception as e:  # noqa: BLE001 - handed back to the one sampler whose report it is
+                out.append(e)
         self.busy_s += time.perf_counter() - t0
         self.calls += 1
         self._notify()
@@ -171,7 +201,7 @@ class PromptQueue:
 
     async def stats(self) -> dict:
         s = self.sched
-        return {"busy_s": self.busy_s, "calls": self.calls, "waiting_leases": len(self.waiters), "ready_items": len(s.ready),
+        return {"busy_s": self.busy_s, "calls": self.calls, "relayed_calls": self.relayed_calls, "waiting_leases": len(self.waiters), "ready_items": len(s.ready),
                 "leased_items": len(s.leases), "leased_by": s.leases.holders(), "inflight_prompts": len(s.inflight),
                 "open_cohorts": len(s.cohorts), "version": s.version,
                 "prompts_reissued": s.prompt_counts.prompts_reissued}

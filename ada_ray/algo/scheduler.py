@@ -21,7 +21,6 @@ at shutdown). Checkpoints: scheduler_state.py (the cohort record, the prompt cou
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import heapq
 import math
@@ -228,7 +227,7 @@ class WorkScheduler:
                 break
             *_, item = heapq.heappop(self.ready)
             samples += item.num_samples
-            item = dataclasses.replace(item, version=self.version)
+            item = item.but(version=self.version)
             self.leases.grant(item, sampler_id, now)
             out.append(item)
         return out
@@ -240,7 +239,7 @@ class WorkScheduler:
         """Work whose lease ended goes out again, each item under a new id."""
         for item in items:
             self.next_item_id += 1
-            self._push(dataclasses.replace(item, item_id=self.next_item_id))
+            self._push(item.but(item_id=self.next_item_id))
         return len(items)
 
     def expire(self, now: float) -> int:

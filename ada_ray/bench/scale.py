@@ -228,9 +228,12 @@ def _kill(queue, shard_handles: list) -> None:
 
 def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, service_ms: float, hosts: int,
              max_items: int, batch: int, max_staleness: int, shards: int = 1, seed: int = 0,
-             transport: str = "inline", completion_tokens: int = COMPLETION_TOKENS) -> dict:
-    """One (S, P, K) row: K queue shards (K = 1: the single PromptQueue) built as the Runtime builds them."""
+             transport: str = "inline", completion_tokens: int = COMPLETION_TOKENS, relay: bool = False) -> dict:
+    """One (S, P, K) row: K queue shards (K = 1: the single PromptQueue) built as the Runtime builds them;
+    `relay`: each sampler host reaches them through its own QueueRelays (one a shard), as a node's
+    samplers do with sampler.queue_relay (a host stands for a node)."""
     from ada_ray.actors.queue_coordinator import build_queue
+    from ada_ray.actors.queue_relay import QueueRelay
 
     cfg = to_dict(_queue_config(batch, max_staleness))
     opts = {"num_cpus": 0, "max_concurrency": 1000}
@@ -244,8 +247,10 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
     ray.get(q.resources.remote(), timeout=1800)
     load_s = time.perf_counter() - t0
     per_host = [samplers // hosts + (1 if i < samplers % hosts else 0) for i in range(hosts)]
-    sims = [SimSamplers.remote(shard_handles, sum(per_host[:i]), n, service_ms, max_items, seed + i, transport,
-                               completion_tokens)
+    relays = [[QueueRelay.options(num_cpus=0).remote(h, f"host {i} shard {k}") for k, h in enumerate(shard_handles)]
+              if relay else [] for i in range(hosts)]
+    sims = [SimSamplers.remote(relays[i] or shard_handles, sum(per_host[:i]), n, service_ms, max_items, seed + i,
+                               transport, completion_tokens)
             for i, n in enumerate(per_host) if n > 0]
     runs = [s.run.remote() for s in sims]
     waits: list[float] = []
@@ -271,12 +276,15 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
     elapsed = time.perf_counter() - t_start
     cpu1 = ray.get(q.resources.remote(), timeout=60)
     stats0 = ray.get(q.stats.remote(), timeout=60)
+    relay_stats = ray.get([r.stats.remote() for rs in relays for r in rs], timeout=60)
     for s in sims:
         s.stop.remote()
     accounting = ray.get(q.stop.remote(), timeout=120)
     outs = ray.get(runs, timeout=300)
     for s in sims:
         ray.kill(s)
+    for r in (r for rs in relays for r in rs):
+        ray.kill(r)
     _kill(q, shard_handles)
     # latencies in steady state: calls made after the first cohort was taken (the start, when every sampler
     # asks at once and the first cohorts open, is reported apart as lease_p99_all_ms)
@@ -286,7 +294,7 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
     served = sum(o["served"] for o in outs)
     issued = accounting["issued"]
     return {
-        "samplers": samplers, "prompts": prompts, "shards": shards, "transport": transport,
+        "samplers": samplers, "prompts": prompts, "shards": shards, "transport": transport, "relay": relay,
         "completion_tokens": completion_tokens, "hosts": len(sims), "seconds": elapsed, "steps": step,
         "groups_trained": groups, "items_issued": issued, "items_reported": served,
         "items_per_s": served / elapsed,
@@ -306,6 +314,11 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
         "cohort_wait_p50_ms": 1000 * percentile(waits, 0.5), "cohort_wait_max_ms": 1000 * max(waits, default=0.0),
         "stale_samples": stale_violations, "accounting_ok": bool(accounting["items_ok"] and accounting["prompts_ok"]),
         "queue_stats": stats0,
+        # what the relays combined: sampler calls a queue call (lease: plain calls and long polls together)
+        "relay_asks_per_call": (sum(r["asks"] for r in relay_stats)
+                                / max(1, sum(r["lease_calls"] + r["poll_calls"] for r in relay_stats))) if relay else None,
+        "relay_reports_per_call": (sum(r["reports"] for r in relay_stats)
+                                   / max(1, sum(r["report_calls"] for r in relay_stats))) if relay else None,
     }
 
 
@@ -366,11 +379,12 @@ def driver_load(rows: int, folder: Path, mode: str = "table") -> dict:
 def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8,64,256",
         prompts: str = "10000,100000,1000000", duration: float = 20.0, service_ms: float = 20.0, hosts: int = 2,
         max_items: int = 64, batch: int = 512, prompts_per_sampler: int = 16, shards: str = "1",
-        seed: int = 0, transports: str = "inline,object_store", completion_tokens: int = COMPLETION_TOKENS) -> dict:
+        seed: int = 0, transports: str = "inline,object_store", completion_tokens: int = COMPLETION_TOKENS,
+        relays: str = "0") -> dict:
     from ada_ray.driver import cluster as cl
 
     if smoke:
-        samplers, prompts, duration, hosts, batch, shards = "4,16", "2000", 3.0, 2, 64, "1,2"
+        samplers, prompts, duration, hosts, batch, shards, relays = "4,16", "2000", 3.0, 2, 64, "1,2", "0,1"
     s_list = [int(x) for x in str(samplers).split(",")]
     p_list = [int(x) for x in str(prompts).split(",")]
     k_list = [int(x) for x in str(shards).split(",")]
@@ -392,17 +406,20 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
         for p in p_list:
             for s in s_list:
                 for k in k_list:
-                    for tr in transports.split(","):  # side by side in one run: machine drift hits both alike
+                    # side by side in one run: machine drift hits every variant alike
+                    for tr, rl in [(tr, rl) for tr in transports.split(",") for rl in str(relays).split(",")]:
                         rows.append(run_pair(s, p, folder=folder, duration_s=duration, service_ms=service_ms,
                                              hosts=hosts, max_items=max_items,
                                              batch=min(p, max(batch, prompts_per_sampler * s)), max_staleness=2,
-                                             shards=k, seed=seed, transport=tr, completion_tokens=completion_tokens))
+                                             shards=k, seed=seed, transport=tr, completion_tokens=completion_tokens,
+                                             relay=rl not in ("0", "off", "false")))
                         print(format_row(rows[-1]), file=sys.stderr, flush=True)  # progress; the table goes to stdout
     finally:
         c.shutdown()
     result = {"params": {"duration_s": duration, "service_ms": service_ms, "hosts": hosts, "max_items": max_items,
                          "shards": k_list, "batch": batch, "prompts_per_sampler": prompts_per_sampler, "max_staleness": 2, "prompt_tokens": PROMPT_TOKENS,
                          "completion_tokens": completion_tokens, "transports": transports.split(","),
+                         "relays": str(relays).split(","),
                          "algo": "ada_seq_balance"},
               "rows": rows, "driver_load": loads, "ray_call_floor": floor}
     write_result(out_dir, "scale", result)
@@ -444,12 +461,15 @@ def chart(path: Path, rows: list[dict]) -> Path:
 
 
 def format_row(r: dict) -> str:
-    return (f"S={r['samplers']:>4} P={r['prompts']:>8,} K={r.get('shards', 1)} {r.get('transport', 'inline'):>12}: "
+    return (f"S={r['samplers']:>4} P={r['prompts']:>8,} K={r.get('shards', 1)} {r.get('transport', 'inline'):>12}"
+            f"{' relay' if r.get('relay') else ''}: "
             f"{r['items_per_s']:8.0f} items/s, lease p50/p99 "
             f"{r['lease_p50_ms']:.1f}/{r['lease_p99_ms']:.1f} ms, report p50/p99 {r['report_p50_ms']:.1f}/"
             f"{r['report_p99_ms']:.1f} ms, queue CPU {100 * r['queue_cpu_share']:.0f}% ({r['queue_us_per_item']:.0f} us/item), "
             f"{r['bytes_per_prompt']:.0f} B/prompt, cohort wait p50 {r['cohort_wait_p50_ms']:.0f} ms, "
-            f"stale {r['stale_samples']}, accounting {'ok' if r['accounting_ok'] else 'BROKEN'}")
+            f"stale {r['stale_samples']}, accounting {'ok' if r['accounting_ok'] else 'BROKEN'}"
+            + (f", relay: {r['relay_asks_per_call']:.1f} asks / {r['relay_reports_per_call']:.1f} reports a queue call"
+               if r.get("relay") else ""))
 
 
 def format_floor(f: dict) -> str:

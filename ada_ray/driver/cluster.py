@@ -187,7 +187,11 @@ def colocated_group(cfg: AdaRayConfig) -> PlacementGroup:
 def on_this_node() -> NodeAffinitySchedulingStrategy:
     """Place an actor on the driver's node: the PromptQueue reads the prompt table file the driver wrote
     into its local cache (data.train_table), and it is a coordinator with no resources of its own."""
-    return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+    return on_node(ray.get_runtime_context().get_node_id())
+
+
+def on_node(node_id: str) -> NodeAffinitySchedulingStrategy:
+    return NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
 
 
 def in_bundle(pg: PlacementGroup, index: int) -> PlacementGroupSchedulingStrategy:

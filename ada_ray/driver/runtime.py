@@ -17,6 +17,7 @@ from ada_ray import storage
 from ada_ray.driver import cluster as cl
 from ada_ray.actors.learner import Learner
 from ada_ray.actors.queue_coordinator import build_queue
+from ada_ray.actors.queue_relay import QueueRelay, relay_enabled
 from ada_ray.actors.sampler import Sampler
 from ada_ray.algo.payloads import CohortPayloadsLost
 from ada_ray.algo.queue_shards import shard_states
@@ -56,6 +57,7 @@ class Runtime:
     starting: dict = field(default_factory=dict)
     gone: set = field(default_factory=set)  # indices whose replacement could not start: the run has fewer samplers
     last_stats: dict = field(default_factory=dict)  # index -> its last stats (what an inactive slot reports)
+    relays: dict = field(default_factory=dict)  # (node id, shard) -> its QueueRelay (sampler.queue_relay)
 
     # -- construction ----------------------------------------------------------------------------
 
@@ -96,8 +98,20 @@ class Runtime:
         return [(i, sp) for i, sp in enumerate(self.samplers) if i not in self.starting and i not in self.gone]
 
     def _queue_of(self, index: int):
-        """The queue (shard) sampler `index` leases from and reports to."""
-        return self.shards[index % len(self.shards)] if self.shards else self.queue
+        """What sampler `index` leases from and reports to: its queue shard, or (sampler.queue_relay) the
+        relay to that shard on the node of the sampler's bundle (made on first use; a replacement in the
+        same bundle gets the same relay)."""
+        shard = index % len(self.shards) if self.shards else 0
+        queue = self.shards[shard] if self.shards else self.queue
+        if not relay_enabled(self.cfg.sampler):
+            return queue
+        node = ray.util.placement_group_table(self.groups[1])["bundles_to_node_id"][index]
+        key = (node, shard)
+        if key not in self.relays:
+            self.relays[key] = QueueRelay.options(
+                num_cpus=0, max_restarts=-1, runtime_env={"env_vars": dict(cl.BASE_ENV)},
+                scheduling_strategy=cl.on_node(node)).remote(queue, f"node {node[:8]} shard {shard}")
+        return self.relays[key]
 
     def sampler_id(self, index: int) -> str:
         """The queue's name for sampler `index`: a replacement gets a new one (sampler-1.2: the second
@@ -408,7 +422,7 @@ class Runtime:
                 except Exception:  # noqa: BLE001 - best effort on the way out
                     pass
             queues = [self.queue] + [q for q in self.shards if q is not self.queue]
-            for a in self.samplers + self.learners + queues:
+            for a in self.samplers + self.learners + queues + list(self.relays.values()):
                 try:
                     ray.kill(a, no_restart=True)
                 except Exception:  # noqa: BLE001

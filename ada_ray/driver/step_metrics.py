@@ -115,6 +115,7 @@ class SystemMeter:
         q = self.rt.queue_stats()
         out.update({"queue/busy_s_total": q["busy_s"], "queue/calls_total": float(q["calls"]),
                     "queue/prompts_reissued_total": float(q.get("prompts_reissued", 0)),
+                    "queue/relayed_calls_total": float(q.get("relayed_calls", 0)),
                     "time/elapsed": self.elapsed()})
         step_s = sum(timer.parts.values())
         out.update({f"time/{k}": v for k, v in timer.parts.items()})

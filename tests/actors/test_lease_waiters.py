@@ -81,3 +81,25 @@ def test_drop_ends_one_samplers_waits_and_serves_the_rest():
         assert await gone == Signal.STOP and await stays == ["x"]  # the killed sampler's wait took nothing
 
     asyncio.run(main())
+
+
+def test_a_combined_wait_is_served_when_one_of_its_asks_gets_work_and_answers_each_ask():
+    async def main():
+        w, q = LeaseWaiters(), FakeQueue()
+        combined = asyncio.create_task(w.wait_combined([("a", 1, None), ("b", 2, None)], 5.0))
+        behind = asyncio.create_task(w.wait("c", 1, None, 5.0))
+        await asyncio.sleep(0)
+        assert w.serve(q.lease) == 0 and q.calls == 2  # nothing ready: each ask tried once, all still wait
+        q.ready = ["x", "y"]
+        assert w.serve(q.lease) == 1  # the combined wait takes both: a gets x, b gets y; c finds none
+        assert await combined == [["x"], ["y"]] and not behind.done()
+        dropped = asyncio.create_task(w.wait_combined([("a", 1, None), ("d", 1, None)], 5.0))
+        await asyncio.sleep(0)
+        assert w.drop("d", Signal.STOP) == 1
+        assert await dropped == [[], Signal.STOP]  # a asks again through its relay
+        ends = asyncio.create_task(w.wait_combined([("e", 1, None)], 0.01))
+        assert await ends == [[]]
+        w.stop(Signal.STOP)
+        assert await behind == Signal.STOP
+
+    asyncio.run(main())

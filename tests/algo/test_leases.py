@@ -1,5 +1,7 @@
 """The lease table: grant, expire, release, report lookup, and the item counters."""
 
+import pytest
+
 from ada_ray.algo.leases import ItemCounts, LeaseTable
 from ada_ray.algo.types import WorkItem
 
@@ -78,3 +80,17 @@ def test_expiry_stops_at_the_first_live_lease_and_survives_a_clock_that_goes_bac
     assert [it.item_id for it in t.expire(11.0)] == [4]  # found behind a live lease: the full scan
     assert [it.item_id for it in t.expire(12.5)] == [3]
     assert t.balanced() and t.counts == ItemCounts(issued=4, reissued=4)
+
+
+def test_a_work_items_copy_with_changes_equals_dataclasses_replace_and_stays_frozen():
+    """The scheduler copies every item it leases or re-issues with WorkItem.but (not dataclasses.replace)."""
+    import dataclasses
+    import pickle
+
+    w = WorkItem(1, "p", (1, 2, 3), "a", 8, 0, 0, 5, 0)
+    b = w.but(version=3, item_id=9)
+    assert b == dataclasses.replace(w, version=3, item_id=9) and hash(b) == hash(dataclasses.replace(b))
+    assert w.version == 0 and w.item_id == 1  # the original is untouched
+    assert pickle.loads(pickle.dumps(b)) == b
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        b.version = 4

@@ -139,14 +139,18 @@ def test_bench_scale_smoke(ray_cluster, tmp_path):
 
     scale.run(out_dir=tmp_path, smoke=True)
     d = load(tmp_path, "scale")
-    assert [(r["samplers"], r["prompts"], r["shards"], r["transport"]) for r in d["rows"]] == [
-        (s, 2000, k, tr) for s in (4, 16) for k in (1, 2) for tr in ("inline", "object_store")]
+    assert [(r["samplers"], r["prompts"], r["shards"], r["transport"], r["relay"]) for r in d["rows"]] == [
+        (s, 2000, k, tr, rl) for s in (4, 16) for k in (1, 2) for tr in ("inline", "object_store") for rl in (False, True)]
     for r in d["rows"]:
         assert r["batch"] == max(64, 16 * r["samplers"])  # the step grows with the fan-out
         assert r["items_per_s"] > 0 and r["steps"] >= 1 and r["groups_trained"] == r["batch"] * r["steps"]
         assert r["lease_calls"] >= r["empty_leases"] == r["long_polls"]  # an empty answer is followed by a long poll
         assert r["accounting_ok"] and r["stale_samples"] == 0  # admission control and accounting hold
         assert 0 < r["lease_p50_ms"] <= r["lease_p99_ms"] and r["queue_cpu_share"] > 0
+        if r["relay"]:  # every sampler call went through a relay: at least one a queue call
+            assert r["relay_asks_per_call"] >= 1 and r["relay_reports_per_call"] >= 1
+        else:
+            assert r["relay_asks_per_call"] is None
     assert d["driver_load"][0]["rows"] == 2000 and d["driver_load"][0]["peak_rss_mb"] > 0
     # Ray's floor: a no-op call costs its server CPU, more with 64 items x 8 samples to unpickle
     floor = {f["items"]: f["server_cpu_us_per_call"] for f in d["ray_call_floor"]}

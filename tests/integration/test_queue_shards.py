@@ -152,7 +152,9 @@ def test_too_many_shards_for_the_data_is_a_config_error():
 
 def test_training_with_two_queue_shards_checkpoints_and_resumes(ray_cluster, tmp_path):
     """The real system with trainer.queue_shards = 2 and two samplers (one per shard): full cohorts
-    within the staleness bound, a sharded queue.json, and a resume that loses and repeats no prompt."""
+    within the staleness bound, a sharded queue.json, and a resume that loses and repeats no prompt.
+    The first run's samplers reach their shards through relays (sampler.queue_relay = on: one a shard
+    on this node), the resumed run's directly."""
     import json
 
     from ada_ray.driver.trainer import train
@@ -160,7 +162,8 @@ def test_training_with_two_queue_shards_checkpoints_and_resumes(ray_cluster, tmp
 
     extra = {"trainer.queue_shards": 2, "sampler.num_samplers": 2, "trainer.save_every": 2,
              "trainer.total_epochs": 1}
-    cfg = load_config("ada_seq_balance", tiny_overrides(tmp_path, **extra, **{"trainer.total_steps": 2}))
+    cfg = load_config("ada_seq_balance", tiny_overrides(tmp_path, **extra, **{"trainer.total_steps": 2,
+                                                                             "sampler.queue_relay": "on"}))
     assert train(cfg) == 0
     saved = json.loads((tmp_path / "run" / "checkpoints" / "step_2" / "queue.json").read_text())
     assert saved["queue_shards"] == 2 and len(saved["shards"]) == 2
@@ -171,6 +174,8 @@ def test_training_with_two_queue_shards_checkpoints_and_resumes(ray_cluster, tmp
     steps = [json.loads(line) for line in (rd / "metrics.jsonl").read_text().splitlines()]
     steps = [m for m in steps if "train/groups" in m]
     assert [m["step"] for m in steps] == [1, 2, 3, 4]
+    assert steps[1]["queue/relayed_calls_total"] > 0  # the first run's calls came through the relays
+    assert steps[3]["queue/relayed_calls_total"] == 0  # the resumed run's did not (a fresh queue counts anew)
     for m in steps:
         assert m["train/groups"] == cfg.trainer.batch_prompts
         assert m["train/staleness_max"] <= cfg.trainer.max_staleness
