@@ -172,7 +172,7 @@ class SamplerConfig:
     payload_transport: str = "object_store"
     # samplers reach the queue through one QueueRelay a node (and queue shard), which sends their leases
     # and reports to the queue combined, many a call (each Ray call costs the queue ~0.5 ms of CPU):
-    # on, off, or auto (on from 8 samplers)
+    # per_node, direct (each sampler calls the queue), or auto (per_node from 8 samplers)
     queue_relay: str = "auto"
     # custom Ray resources each sampler asks for besides CPUs/GPUs, e.g. {node_a: 1}: only nodes started
     # with `ray start --resources '{"node_a": N}'` host samplers (pin samplers and learners to node pools)
@@ -291,7 +291,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "algo.loss_agg": ("token_mean", "seq_mean_token_mean"),
     "sampler.engine": ("vllm",),
     "sampler.payload_transport": ("object_store", "inline"),
-    "sampler.queue_relay": ("auto", "on", "off"),
+    "sampler.queue_relay": ("auto", "per_node", "direct"),
     "learner.dtype": ("auto", "float32", "bfloat16"),
     "weight_sync.backend": ("auto", "gloo", "nccl"),
     "weight_sync.packing": ("auto", "per_tensor", "flat", "hybrid"),

@@ -9,9 +9,9 @@ in one `report_batch`, one call of each kind out at a time, each leaving `window
 call it carries came (group commit: the busier the node, the more a call carries).
 
 Leases stay the samplers' own (each ask names its sampler), so a dead sampler's work is released as
-before; the relay holds no work and no answered report: nothing in it is worth saving. Ray restarts a
-dead relay (`max_restarts`); the calls it had out fail, and their samplers die and are replaced like any
-sampler fault.
+before; the relay holds no work and no answered report: nothing in it is worth saving. When a relay
+dies, the calls it had out fail, its samplers die of them and are replaced like any sampler fault, and
+the first replacement on that node gets a new relay (driver/runtime.py).
 
 Waiting: an ask the queue had nothing for (and whose own wait has not ended) joins the relay's waiting
 asks, which go to the queue together as one long poll (`lease_batch` with a wait: the queue answers once
@@ -35,10 +35,10 @@ RELAY_AUTO_MIN_SAMPLERS = 8  # sampler.queue_relay = auto: relays from this many
 
 
 def relay_enabled(sampler_cfg: Any) -> bool:
-    """Whether samplers reach the queue through relays (sampler.queue_relay: on, off, or auto: from
-    RELAY_AUTO_MIN_SAMPLERS samplers, where the queue's per-call cost starts to be its bottleneck)."""
+    """Whether samplers reach the queue through relays (sampler.queue_relay: per_node, direct, or auto:
+    per_node from RELAY_AUTO_MIN_SAMPLERS samplers, where the queue's per-call cost starts to count)."""
     mode = sampler_cfg.queue_relay
-    return mode == "on" or (mode == "auto" and sampler_cfg.num_samplers >= RELAY_AUTO_MIN_SAMPLERS)
+    return mode == "per_node" or (mode == "auto" and sampler_cfg.num_samplers >= RELAY_AUTO_MIN_SAMPLERS)
 
 
 class RelayError(RuntimeError):

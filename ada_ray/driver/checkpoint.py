@@ -35,7 +35,7 @@ from ada_ray.config import AdaRayConfig, ConfigError, flatten, from_dict, to_dic
 RESUMABLE_CHANGES = ("trainer.total_steps", "trainer.total_epochs", "trainer.eval_every", "trainer.save_every",
                      "trainer.resume", "trainer.max_restarts", "trainer.progress", "trainer.ray_address", "trainer.ray_num_cpus",
                      "trainer.output_dir", "trainer.staging_dir", "trainer.run_name", "tracking.", "sampler.num_samplers",
-                     "sampler.lease_timeout_s", "sampler.reward_workers", "sampler.resources.", "learner.resources.",
+                     "sampler.lease_timeout_s", "sampler.reward_workers", "sampler.queue_relay", "sampler.resources.", "learner.resources.",
                      "weight_sync.", "trainer.eval_samples", "trainer.eval_temperature", "learner.max_nonfinite_steps",
                      "model.cache_dir")
 COMPLETE = "COMPLETE"

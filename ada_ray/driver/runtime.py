@@ -100,18 +100,25 @@ class Runtime:
     def _queue_of(self, index: int):
         """What sampler `index` leases from and reports to: its queue shard, or (sampler.queue_relay) the
         relay to that shard on the node of the sampler's bundle (made on first use; a replacement in the
-        same bundle gets the same relay)."""
+        same bundle gets the same relay, or a new one if it died)."""
         shard = index % len(self.shards) if self.shards else 0
         queue = self.shards[shard] if self.shards else self.queue
         if not relay_enabled(self.cfg.sampler):
             return queue
         node = ray.util.placement_group_table(self.groups[1])["bundles_to_node_id"][index]
         key = (node, shard)
-        if key not in self.relays:
-            self.relays[key] = QueueRelay.options(
-                num_cpus=0, max_restarts=-1, runtime_env={"env_vars": dict(cl.BASE_ENV)},
-                scheduling_strategy=cl.on_node(node)).remote(queue, f"node {node[:8]} shard {shard}")
-        return self.relays[key]
+        relay = self.relays.get(key)
+        if relay is not None:
+            try:  # a relay that died (its node's samplers died with their calls) is made again
+                ray.get(relay.stats.remote(), timeout=30)
+                return relay
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                self.log(f"queue relay on node {node[:8]} (shard {shard}) is gone: starting a new one")
+                ray.kill(relay, no_restart=True)
+        relay = self.relays[key] = QueueRelay.options(
+            num_cpus=0, max_restarts=0, runtime_env={"env_vars": dict(cl.BASE_ENV)},
+            scheduling_strategy=cl.on_node(node)).remote(queue, f"node {node[:8]} shard {shard}")
+        return relay
 
     def sampler_id(self, index: int) -> str:
         """The queue's name for sampler `index`: a replacement gets a new one (sampler-1.2: the second

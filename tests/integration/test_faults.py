@@ -66,6 +66,37 @@ def test_killed_sampler_is_replaced_and_run_completes(ray_cluster, model_path, t
     assert acct["reissued"] >= 0 and acct["issued"] == acct["completed"] + acct["reissued"] + acct["cancelled"]
 
 
+def test_a_killed_queue_relay_takes_its_samplers_down_and_the_run_heals(ray_cluster, model_path, tmp_path):
+    """sampler.queue_relay = per_node: both samplers reach the queue through one relay. Killed, it fails
+    the calls it carried; its samplers die of them and are replaced, and the replacements get a new
+    relay; every step trains, the accounting holds."""
+    from transformers import AutoTokenizer
+
+    cfg = load_config("ada_seq_balance", tiny_overrides(tmp_path, **{
+        "sampler.num_samplers": 2, "sampler.queue_relay": "per_node", "weight_sync.timeout_s": 30,
+        "trainer.total_steps": 6}))
+    tok = AutoTokenizer.from_pretrained(model_path)
+    train_set, _ = load_splits(cfg.data, tok)
+    logs: list[str] = []
+    rt = Runtime.build(cfg, cl.connect(cfg), model_path, train_set.prompts, log=logs.append)
+    try:
+        assert len(rt.relays) == 1
+        old = next(iter(rt.relays.values()))
+        rt.start_sampling()
+        for step in range(cfg.trainer.total_steps):
+            if step == 2:
+                ray.kill(old, no_restart=True)
+            cohort = rt.wait_cohort(step, timeout_s=300, poll_s=2.0)
+            assert cohort not in (Signal.TIMEOUT, Signal.END)
+            rt.train(cohort, step)
+            rt.sync_weights(step + 1)
+        assert rt.replaced >= 1 and any("queue relay" in line and "starting a new one" in line for line in logs), logs
+        assert next(iter(rt.relays.values())) is not old
+    finally:
+        acct = rt.shutdown()
+    assert acct["items_ok"] and acct["prompts_ok"]
+
+
 def _owners(cohort) -> set[str]:
     return {s.payload[0].owner for g in cohort.groups for s in g.samples if s.payload is not None}
 

@@ -153,7 +153,7 @@ def test_too_many_shards_for_the_data_is_a_config_error():
 def test_training_with_two_queue_shards_checkpoints_and_resumes(ray_cluster, tmp_path):
     """The real system with trainer.queue_shards = 2 and two samplers (one per shard): full cohorts
     within the staleness bound, a sharded queue.json, and a resume that loses and repeats no prompt.
-    The first run's samplers reach their shards through relays (sampler.queue_relay = on: one a shard
+    The first run's samplers reach their shards through relays (sampler.queue_relay = per_node: one a shard
     on this node), the resumed run's directly."""
     import json
 
@@ -163,7 +163,7 @@ def test_training_with_two_queue_shards_checkpoints_and_resumes(ray_cluster, tmp
     extra = {"trainer.queue_shards": 2, "sampler.num_samplers": 2, "trainer.save_every": 2,
              "trainer.total_epochs": 1}
     cfg = load_config("ada_seq_balance", tiny_overrides(tmp_path, **extra, **{"trainer.total_steps": 2,
-                                                                             "sampler.queue_relay": "on"}))
+                                                                             "sampler.queue_relay": "per_node"}))
     assert train(cfg) == 0
     saved = json.loads((tmp_path / "run" / "checkpoints" / "step_2" / "queue.json").read_text())
     assert saved["queue_shards"] == 2 and len(saved["shards"]) == 2
