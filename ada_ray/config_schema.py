@@ -172,7 +172,7 @@ class SamplerConfig:
     payload_transport: str = "object_store"
     # samplers reach the queue through one QueueRelay a node (and queue shard), which sends their leases
     # and reports to the queue combined, many a call (each Ray call costs the queue ~0.5 ms of CPU):
-    # per_node, direct (each sampler calls the queue), or auto (per_node from 8 samplers)
+    # per_node, direct (each sampler calls the queue), or auto (per_node from 64 samplers)
     queue_relay: str = "auto"
     # custom Ray resources each sampler asks for besides CPUs/GPUs, e.g. {node_a: 1}: only nodes started
     # with `ray start --resources '{"node_a": N}'` host samplers (pin samplers and learners to node pools)

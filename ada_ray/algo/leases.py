@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from ada_ray.algo.types import WorkItem
 
@@ -27,8 +27,9 @@ class ItemCounts:
     late_reports: int = 0  # reports for items whose lease had already ended
 
 
-@dataclass(frozen=True)
-class Lease:
+class Lease(NamedTuple):
+    """One per leased item (a tuple: made for every item the queue hands out)."""
+
     item: WorkItem
     sampler_id: str
     deadline: float

@@ -138,3 +138,13 @@ def test_a_queue_that_does_not_answer_fails_the_carried_calls_with_a_named_error
             await relay.report_many("s0", [])
 
     asyncio.run(main())
+
+
+def test_relays_are_used_when_asked_and_by_default_from_64_samplers():
+    from ada_ray.actors.queue_relay import relay_enabled
+
+    def cfg(mode, n):
+        return SimpleNamespace(queue_relay=mode, num_samplers=n)
+
+    assert [relay_enabled(cfg("auto", n)) for n in (1, 63, 64, 256)] == [False, False, True, True]
+    assert relay_enabled(cfg("per_node", 1)) and not relay_enabled(cfg("direct", 256))
