@@ -436,16 +436,18 @@ def chart(path: Path, rows: list[dict]) -> Path:
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     sizes = sorted({r["prompts"] for r in rows})
     transports = sorted({r.get("transport", "inline") for r in rows})
-    for p, k, tr in sorted({(r["prompts"], r.get("shards", 1), r.get("transport", "inline")) for r in rows}):
+    for p, k, tr, rl in sorted({(r["prompts"], r.get("shards", 1), r.get("transport", "inline"), bool(r.get("relay")))
+                                for r in rows}):
         rs = sorted((r for r in rows if r["prompts"] == p and r.get("shards", 1) == k
-                     and r.get("transport", "inline") == tr), key=lambda r: r["samplers"])
+                     and r.get("transport", "inline") == tr and bool(r.get("relay")) == rl), key=lambda r: r["samplers"])
         xs = [r["samplers"] for r in rs]
-        style = dict(color=f"C{sizes.index(p)}", marker="o" if k == 1 else "s",
+        style = dict(color=f"C{sizes.index(p) + (3 if rl else 0)}", marker="^" if rl else "o" if k == 1 else "s",
                      ls={"inline": ":", "object_store_samples": "-."}.get(tr, "-") if k == 1 else "--",
-                     label=f"P={p:,}" + (f", {k} shards" if k > 1 else "") + (f", {tr}" if len(transports) > 1 else ""))
+                     label=f"P={p:,}" + (f", {k} shards" if k > 1 else "") + (f", {tr}" if len(transports) > 1 else "")
+                     + (", relays" if rl else ""))
         axes[0].plot(xs, [r["items_per_s"] for r in rs], **style)
         axes[1].plot(xs, [r["lease_p99_ms"] for r in rs], **style)
-        if k == 1 and tr == transports[-1]:  # the smallest step's row: the least in-flight state on top of the per-prompt cost
+        if k == 1 and tr == transports[-1] and not rl:  # the smallest step's row: the least in-flight state on top of the per-prompt cost
             axes[2].bar(f"{p:,}", min(r["bytes_per_prompt"] for r in rs), color=f"C{sizes.index(p)}")
     axes[0].set(xscale="log", xlabel="simulated samplers", ylabel="work items / s", title="served")
     axes[1].set(xscale="log", xlabel="simulated samplers", ylabel="ms", title="lease latency p99")
