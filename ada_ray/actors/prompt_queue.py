@@ -115,30 +115,34 @@ class PromptQueue:
             return answers
         return await self.waiters.wait_combined(asks, wait_s)
 
-    async def report_many(self, sampler_id: str, reports: list) -> list[bool]:
+    def _report(self, batches: list, raise_errors: bool) -> list:
+        """Apply `(sampler_id, reports)` pairs in order; one answer a pair (a list of bools), or, unless
+        `raise_errors`, the exception the scheduler raised for that pair in its place."""
         t0 = time.perf_counter()
-        out = [self.sched.report(sampler_id, item_id, samples) for item_id, samples in reports]
-        self.busy_s += time.perf_counter() - t0
-        self.calls += 1
-        self._notify()
+        out: list = []
+        try:
+            for sampler_id, reports in batches:
+                try:
+                    out.append([self.sched.report(sampler_id, item_id, samples) for item_id, samples in reports])
+                except Exception as e:  # noqa: BLE001 - the answer of this pair only
+                    if raise_errors:
+                        raise
+                    out.append(e)
+        finally:
+            self.busy_s += time.perf_counter() - t0
+            self.calls += 1
+            self._notify()
         return out
+
+    async def report_many(self, sampler_id: str, reports: list) -> list[bool]:
+        return self._report([(sampler_id, reports)], raise_errors=True)[0]
 
     async def report_batch(self, batches: list) -> list:
         """A relay's combined report call: `(sampler_id, reports)` pairs, applied in order; one answer a
         pair: what `report_many` returns, or the exception the scheduler raised for that sampler's
         report (the relay raises it in that sampler's call; the others' reports stand)."""
         self.relayed_calls += 1
-        t0 = time.perf_counter()
-        out: list = []
-        for sampler_id, reports in batches:
-            try:
-                out.append([self.sched.report(sampler_id, item_id, samples) for item_id, samples in reports])
-            except Exception as e:  # noqa: BLE001 - handed back to the one sampler whose report it is
-                out.append(e)
-        self.busy_s += time.perf_counter() - t0
-        self.calls += 1
-        self._notify()
-        return out
+        return self._report(batches, raise_errors=False)
 
     async def cohort_ready(self, index: int, timeout_s: float) -> Signal:
         """Wait up to `timeout_s` for cohort `index` without taking it: Signal.READY, END or TIMEOUT
@@ -201,7 +205,8 @@ class PromptQueue:
 
     async def stats(self) -> dict:
         s = self.sched
-        return {"busy_s": self.busy_s, "calls": self.calls, "relayed_calls": self.relayed_calls, "waiting_leases": len(self.waiters), "ready_items": len(s.ready),
+        return {"busy_s": self.busy_s, "calls": self.calls, "relayed_calls": self.relayed_calls,
+                "waiting_leases": len(self.waiters), "ready_items": len(s.ready),
                 "leased_items": len(s.leases), "leased_by": s.leases.holders(), "inflight_prompts": len(s.inflight),
                 "open_cohorts": len(s.cohorts), "version": s.version,
                 "prompts_reissued": s.prompt_counts.prompts_reissued}
