@@ -314,7 +314,8 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
         "cohort_wait_p50_ms": 1000 * percentile(waits, 0.5), "cohort_wait_max_ms": 1000 * max(waits, default=0.0),
         "stale_samples": stale_violations, "accounting_ok": bool(accounting["items_ok"] and accounting["prompts_ok"]),
         "queue_stats": stats0,
-        # what the relays combined: sampler calls a queue call (lease: plain calls and long polls together)
+        # what the relays combined: sampler calls a queue call (leases: the samplers' asks over the plain calls
+        # and long polls together; a waiting ask goes out again in each long poll, so this can be < 1)
         "relay_asks_per_call": (sum(r["asks"] for r in relay_stats)
                                 / max(1, sum(r["lease_calls"] + r["poll_calls"] for r in relay_stats))) if relay else None,
         "relay_reports_per_call": (sum(r["reports"] for r in relay_stats)

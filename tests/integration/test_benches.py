@@ -147,10 +147,11 @@ def test_bench_scale_smoke(ray_cluster, tmp_path):
         assert r["lease_calls"] >= r["empty_leases"] == r["long_polls"]  # an empty answer is followed by a long poll
         assert r["accounting_ok"] and r["stale_samples"] == 0  # admission control and accounting hold
         assert 0 < r["lease_p50_ms"] <= r["lease_p99_ms"] and r["queue_cpu_share"] > 0
-        if r["relay"]:  # every sampler call went through a relay: at least one a queue call
-            assert r["relay_asks_per_call"] >= 1 and r["relay_reports_per_call"] >= 1
+        if r["relay"]:  # the samplers' calls reached the queue through relays, combined
+            assert r["queue_stats"]["relayed_calls"] > 0 and r["relay_reports_per_call"] >= 1
+            assert r["relay_asks_per_call"] > 0  # a waiting ask goes out again in each long poll: may be < 1
         else:
-            assert r["relay_asks_per_call"] is None
+            assert r["queue_stats"]["relayed_calls"] == 0 and r["relay_asks_per_call"] is None
     assert d["driver_load"][0]["rows"] == 2000 and d["driver_load"][0]["peak_rss_mb"] > 0
     # Ray's floor: a no-op call costs its server CPU, more with 64 items x 8 samples to unpickle
     floor = {f["items"]: f["server_cpu_us_per_call"] for f in d["ray_call_floor"]}
