@@ -65,7 +65,8 @@ def per_item_split(prompts: int = 100_000, batch: int = 1024, steps: int = 12, i
     """Microseconds of queue CPU per work item, by part, in process (no Ray), for Seq-balance work with
     object-store samples (metadata and a payload row, as the default transport reports them): each
     item one SampleBlock of columns (`blocks`, as the sampler reports now) or one Sample object a
-    sample (before). The heap is frozen after loading, as the PromptQueue actor freezes it (`settle_heap`)."""
+    sample (before). The heap is frozen after loading and the young generation's threshold raised, as the
+    PromptQueue actor does (`settle_heap`)."""
     import gc
     import pickle
 
@@ -75,6 +76,7 @@ def per_item_split(prompts: int = 100_000, batch: int = 1024, steps: int = 12, i
 
     s = WorkScheduler(_prompts(prompts), AlgoConfig(name="ada_seq_balance"), batch_prompts=batch,
                       max_staleness=2, total_steps=steps, seed=seed)
+    threshold = gc.get_threshold()
     settle_heap()
     rng = random.Random(seed)
     parts = dict.fromkeys(("lease", "lease_pickle", "report_unpickle", "report", "take_cohort", "cohort_pickle"), 0.0)
@@ -116,6 +118,7 @@ def per_item_split(prompts: int = 100_000, batch: int = 1024, steps: int = 12, i
                 s.set_version(step)
     finally:
         gc.unfreeze()
+        gc.set_threshold(*threshold)
     us = {k: 1e6 * v / items_total for k, v in parts.items()}
     return {"report_form": "blocks" if blocks else "samples", "prompts": prompts, "batch": batch, "steps": steps,
             "items_per_call": items_per_call, "items": items_total,

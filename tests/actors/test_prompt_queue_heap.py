@@ -1,12 +1,13 @@
 """The PromptQueue freezes its long-lived state out of the cyclic garbage collector once it holds its
-prompts (at start and after a checkpoint load), and the queue still works and saves after it."""
+prompts (at start and after a checkpoint load), raises the young generation's threshold, and the
+queue still works and saves after it."""
 
 import asyncio
 import gc
 
 import pytest
 
-from ada_ray.actors.prompt_queue import PromptQueue
+from ada_ray.actors.prompt_queue import QUEUE_GC_THRESHOLD, PromptQueue
 from ada_ray.algo.types import Prompt, Sample
 from ada_ray.config import load_config, to_dict
 
@@ -22,15 +23,19 @@ def _tracked(obj) -> bool:
 
 @pytest.fixture
 def unfreeze():
+    threshold = gc.get_threshold()
     yield
     gc.unfreeze()
+    gc.set_threshold(*threshold)
 
 
 def test_queue_state_is_frozen_at_start_and_after_a_load(unfreeze):
     cfg = to_dict(load_config("ada_seq_balance", ["trainer.batch_prompts=4", "trainer.total_steps=10"]))
     gc.unfreeze()
+    gc.set_threshold(700, 10, 10)
     q = PromptQueue.__ray_actor_class__(_prompts(12), cfg)
     assert gc.get_freeze_count() > 0
+    assert gc.get_threshold() == QUEUE_GC_THRESHOLD  # young collections every 50k new objects, not 700
     assert not _tracked(q.sched) and not _tracked(q.sched.estimator)
 
     async def one_item_reported():
