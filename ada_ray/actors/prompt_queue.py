@@ -101,12 +101,16 @@ class PromptQueue:
         self.calls += 1
         return items
 
+    def _lease_or_stop(self, sampler_id: str, max_items: int, max_samples: Optional[int]):
+        """Ready items for this ask now, or Signal.STOP once the queue stopped or the sampler is retired."""
+        if self.stopped or sampler_id in self.retired:
+            return Signal.STOP
+        return self._lease_now(sampler_id, max_items, max_samples)
+
     async def lease(self, sampler_id: str, max_items: int, max_samples: Optional[int] = None, wait_s: float = 0.0):
         """Up to `max_items` work items; when none is ready, wait in line up to `wait_s` for some
         ([] if none came, Signal.STOP once the queue stops)."""
-        if self.stopped or sampler_id in self.retired:
-            return Signal.STOP
-        items = self._lease_now(sampler_id, max_items, max_samples)
+        items = self._lease_or_stop(sampler_id, max_items, max_samples)
         if items or wait_s <= 0:
             return items
         return await self.waiters.wait(sampler_id, max_items, max_samples, wait_s)
@@ -116,8 +120,7 @@ class PromptQueue:
         order (its items, [] or Signal.STOP). When no ask gets work, the call waits in line as one,
         up to `wait_s`, until at least one does."""
         self.relayed_calls += 1
-        answers = [Signal.STOP if self.stopped or sid in self.retired else self._lease_now(sid, n, m)
-                   for sid, n, m in asks]
+        answers = [self._lease_or_stop(*ask) for ask in asks]
         if wait_s <= 0 or any(answers):
             return answers
         return await self.waiters.wait_combined(asks, wait_s)

@@ -31,8 +31,9 @@ from typing import Any, Optional
 import ray
 
 
-# sampler.queue_relay = auto: relays from this many samplers on (bench scale: at 64 and 256 simulated
-# samplers the queue's CPU per item fell 17-28%; at 8 by 7%, while the relays' own CPU is spent on top)
+# sampler.queue_relay = auto: relays from this many samplers on (bench scale, BENCHMARKS "Relays": the
+# queue's CPU per item fell 13% at 64 simulated samplers, 26% at 256, not at 8; a relay costs its own CPU
+# and a hop: the main job's one sampler through a relay took 6.5% longer a step)
 RELAY_AUTO_MIN_SAMPLERS = 64
 
 

@@ -99,7 +99,10 @@ def test_a_combined_wait_is_served_when_one_of_its_asks_gets_work_and_answers_ea
         assert await dropped == [[], Signal.STOP]  # a asks again through its relay
         ends = asyncio.create_task(w.wait_combined([("e", 1, None)], 0.01))
         assert await ends == [[]]
+        at_stop = asyncio.create_task(w.wait_combined([("f", 1, None), ("g", 1, None)], 5.0))
+        await asyncio.sleep(0)
         w.stop(Signal.STOP)
         assert await behind == Signal.STOP
+        assert await at_stop == [Signal.STOP, Signal.STOP]  # every ask of a combined wait gets the signal
 
     asyncio.run(main())

@@ -148,3 +148,13 @@ def test_relays_are_used_when_asked_and_by_default_from_64_samplers():
 
     assert [relay_enabled(cfg("auto", n)) for n in (1, 63, 64, 256)] == [False, False, True, True]
     assert relay_enabled(cfg("per_node", 1)) and not relay_enabled(cfg("direct", 256))
+
+
+def test_asks_through_a_relay_get_stop_once_the_queue_stopped():
+    async def main():
+        q = make_queue()
+        relay = Relay(Handle(q))
+        await q.stop()
+        assert await asyncio.gather(relay.lease("s0", 1), relay.lease("s1", 1, None, 5.0)) == [Signal.STOP] * 2
+
+    asyncio.run(main())
