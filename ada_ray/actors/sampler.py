@@ -4,7 +4,9 @@ A thin Ray shell around `SamplerLoop` (no Ray there: sampler_loop.py steps the e
 commands between steps, sampler_leases.py leases on a second thread, sampler_reports.py scores and
 reports on a third): it builds the engine and the scorer, reaches the queue through `RayQueueLink`,
 runs the loop on a thread, and turns each remote call into a loop command, waited on with a
-deadline (weight_sync.timeout_s for the bus and updates, EVAL_TIMEOUT_S for an evaluation).
+deadline (weight_sync.timeout_s for the bus and updates, EVAL_TIMEOUT_S for an evaluation). It owns its
+payload batches (actors/ray_payloads.py): readers ask it for their references (`payload_refs`, in a
+concurrency group of its own, so an update or evaluation in progress never holds a learner's fetch up).
 """
 
 from __future__ import annotations
@@ -44,10 +46,12 @@ class RayQueueLink:
         return ray.get(pending)
 
 
-@ray.remote(max_concurrency=8)
+@ray.remote(max_concurrency=8, concurrency_groups={"payloads": 2})
 class Sampler:
     def __init__(self, sampler_id: str, cfg: dict, model_path: str, prompt_queue, use_gpu: bool,
-                 version: int = 0, env: Optional[dict] = None):
+                 version: int = 0, env: Optional[dict] = None, payload_owner: Optional[str] = None):
+        """`payload_owner`: the name this actor was created under in ray_payloads.OWNERS_NAMESPACE
+        (sampler.payload_transport = object_store: readers find its batches by it)."""
         for k, v in (env or {}).items():
             os.environ[k] = v
         from ada_ray.engines.vllm_engine import VLLMEngine
@@ -61,8 +65,9 @@ class Sampler:
         # from its own waiting queue, without waiting for a lease round trip
         self.loop = SamplerLoop(sampler_id, self.engine, RayQueueLink(prompt_queue), self.scorer,
                                 capacity=2 * self.cfg.sampler.max_num_seqs, version=version,
-                                payloads=RayPayloadStore() if self.cfg.sampler.payload_transport == "object_store"
-                                else None)
+                                payloads=RayPayloadStore(payload_owner)
+                                if self.cfg.sampler.payload_transport == "object_store" else None,
+                                max_staleness=self.cfg.trainer.max_staleness)
         self.thread = threading.Thread(target=self.loop.run, name=f"sampler-{sampler_id}", daemon=True)
         self.thread.start()
 
@@ -72,6 +77,11 @@ class Sampler:
 
     def pid(self) -> int:
         return os.getpid()
+
+    @ray.method(concurrency_group="payloads")
+    def payload_refs(self, keys: list[str]) -> list:
+        """References to this sampler's payload batches `keys` (None for one it no longer holds)."""
+        return self.loop.payloads.refs(keys)
 
     def _wait(self, fut: Future, timeout_s: float, what: str) -> Any:
         try:

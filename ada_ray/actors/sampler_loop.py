@@ -42,7 +42,9 @@ class SamplerLoop:
     stop_flush_s = 10.0  # how long a stop waits for the last reports to be scored, sent and answered
 
     def __init__(self, sampler_id: str, engine: Engine, queue: QueueLink, scorer: Scorer, capacity: int,
-                 version: int = 0, payloads: Optional[PayloadStore] = None):
+                 version: int = 0, payloads: Optional[PayloadStore] = None, max_staleness: int = 0):
+        """`max_staleness`: the run's (trainer.max_staleness): once the weights are that many versions (and
+        one more) past a payload batch's samples, no cohort can train them and the batch is dropped."""
         self.id = sampler_id
         self.engine = engine
         self.version = version
@@ -56,12 +58,14 @@ class SamplerLoop:
         self.inflight_samples = 0
         self.evals: dict[str, tuple[str, int]] = {}  # request id -> (eval batch id, prompt index)
         self.eval_batches: dict[str, dict] = {}
+        self.payloads = payloads
+        self.max_staleness = max_staleness
         self.reports = ReportPipeline(sampler_id, queue, scorer, payloads)
         self.feeder = LeaseFeeder(sampler_id, queue, capacity, self._scoring_behind, self._wake)
         # busy_s: engine steps; lease_s: adding leased work to the engine; cpu_s: the loop thread's
         # CPU time (what other processes on the machine take does not count there)
         self.stats_ = {"busy_s": 0.0, "idle_s": 0.0, "update_s": 0.0, "lease_s": 0.0, "cpu_s": 0.0, "steps": 0,
-                       "updates": 0}
+                       "updates": 0, "payloads_expired": 0}
 
     # -- commands (any thread) ------------------------------------------------------------------
 
@@ -110,6 +114,8 @@ class SamplerLoop:
                 raise
             self.weights_ok = True
             self.version = int(meta["version"])
+            if self.payloads is not None:
+                self.stats_["payloads_expired"] += self.payloads.expire(self.version, self.max_staleness)
             self.stats_["update_s"] += time.perf_counter() - t0
             self.stats_["updates"] += 1
             return self.version

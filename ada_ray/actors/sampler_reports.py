@@ -212,7 +212,8 @@ class ReportPipeline:
                 j.on_scores(mine)
             else:
                 work.append((j, mine))
-        batch = self._put_payloads([c for j, _ in work for c in j.completions]) if work and self.payloads else None
+        batch = (self._put_payloads([c for j, _ in work for c in j.completions], max(j.start_version for j, _ in work))
+                 if work and self.payloads else None)
         reports: list[tuple[int, Sequence[Sample]]] = []
         row = 0
         for j, mine in work:
@@ -241,13 +242,14 @@ class ReportPipeline:
             self.stats["report_s"] += time.perf_counter() - t0
             self.stats["report_calls"] += 1
 
-    def _put_payloads(self, completions: list[Completion]):
-        """One batch in the payload store for every sample of this pass."""
+    def _put_payloads(self, completions: list[Completion], version: int):
+        """One batch in the payload store for every sample of this pass (`version`: the newest its samples
+        were started under, which decides when the batch expires)."""
         arrays = pack([c.token_ids for c in completions], [c.logprobs or [] for c in completions],
                       [c.text for c in completions])
         self.stats["payload_batches"] += 1
         self.stats["payload_mb"] += (arrays["ids"].nbytes + arrays["logprobs"].nbytes) / 2**20
-        return self.payloads.put(arrays, self.id)
+        return self.payloads.put(arrays, self.id, version)
 
     def _collect(self) -> None:
         """Take the answers that have come (without waiting); a refused report raises here."""

@@ -7,6 +7,11 @@ and only the consumer that needs them - the learner, or a checkpoint - fetches t
 needs in one call. A batch whose owner died is *lost*: the store says so (`LostPayloads`) and the
 scheduler samples those prompts again (`WorkScheduler.lose_owners`); nothing is trained from it.
 
+The owner keeps its batches (`OwnedBatches`) and the control plane carries only their names: the batch's
+key and the name its owner answers to (no reference a batch crosses the queue, so the queue takes part in
+no reference counting). An owner drops a batch once admission control says no cohort can train it any
+more (`payload_expired`: the weights moved more than max_staleness + 1 versions past its newest sample).
+
 Pure: numpy, no Ray (the Ray store is actors/ray_payloads.py; `LocalPayloadStore` is the in-process one
 the fake-backed tests and benches use).
 """
@@ -14,8 +19,8 @@ the fake-backed tests and benches use).
 from __future__ import annotations
 
 import itertools
-import weakref
-from typing import Iterable, Optional, Protocol, Sequence
+import threading
+from typing import Any, Iterable, Optional, Protocol, Sequence
 
 import numpy as np
 
@@ -42,11 +47,58 @@ class CohortPayloadsLost(RuntimeError):
 class PayloadStore(Protocol):
     """Where report batches live while their samples are scheduled and trained."""
 
-    def put(self, arrays: dict, owner: str) -> PayloadBatch:
-        """Store one report batch's arrays (`pack`), owned by `owner`."""
+    def put(self, arrays: dict, owner: str, version: int = 0) -> PayloadBatch:
+        """Store one report batch's arrays (`pack`), owned by `owner`; `version`: the newest policy version
+        its samples were started under."""
 
     def fetch(self, batches: Sequence[PayloadBatch], timeout_s: float) -> dict[str, dict]:
         """key -> arrays for every batch; raises LostPayloads naming every batch that is gone."""
+
+    def expire(self, version: int, max_staleness: int) -> int:
+        """The owner's weights are at `version`: drop the batches no cohort can train any more; how many."""
+
+
+PAYLOAD_KEEP_MARGIN = 1  # versions an owner keeps a batch beyond the last one admission control could train it at
+
+
+def payload_expired(batch_version: int, version: int, max_staleness: int) -> bool:
+    """Whether a batch whose newest sample was started under `batch_version` can be dropped once the
+    weights are at `version`. Weights at `version` mean cohorts < version are trained; a cohort c trains
+    only samples started under versions >= c - max_staleness (admission control), so every cohort still
+    to come needs versions >= version - max_staleness. One version more is kept as a margin (an owner
+    may learn of new weights before a slow reader fetched). Example, max_staleness = 2: a batch of
+    version 3 is kept at weights 3..6 and dropped at 7."""
+    return batch_version < version - max_staleness - PAYLOAD_KEEP_MARGIN
+
+
+class OwnedBatches:
+    """The batches an owner keeps while the control plane names them: key -> (handle, newest version of
+    its samples). Handles are the store's (with Ray, the ObjectRef, which only the owner holds). Safe to
+    use from several threads (a sampler puts from its report thread, expires from its loop thread and
+    answers readers from its actor threads)."""
+
+    def __init__(self):
+        self._held: dict[str, tuple[Any, int]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, key: str, handle: Any, version: int) -> None:
+        with self._lock:
+            self._held[key] = (handle, version)
+
+    def handles(self, keys: Sequence[str]) -> list:
+        """The handle of each key, None for one this owner does not hold (expired, or never its)."""
+        with self._lock:
+            return [h[0] if (h := self._held.get(k)) is not None else None for k in keys]
+
+    def expire(self, version: int, max_staleness: int) -> int:
+        with self._lock:
+            gone = [k for k, (_, v) in self._held.items() if payload_expired(v, version, max_staleness)]
+            for k in gone:
+                del self._held[k]
+        return len(gone)
+
+    def __len__(self) -> int:
+        return len(self._held)
 
 
 def pack(token_ids: Sequence[Sequence[int]], logprobs: Sequence[Sequence[float]], texts: Sequence[str]) -> dict:
@@ -112,49 +164,40 @@ def fetch_into(store: PayloadStore, samples: Sequence[Sample], timeout_s: float)
     return fill(samples, store.fetch(batches, timeout_s))
 
 
-class _Handle:
-    """What a LocalPayloadStore batch's handle is: its life is the batch's life."""
-
-
 class LocalPayloadStore:
-    """An in-process PayloadStore with Ray's object semantics: a batch lives while anything holds its
-    handle (reference counting: once the last sample naming it is dropped, it is freed) and dies with its
-    owner (`kill`). Used by the fake-backed tests and benches; `live` counts the batches held."""
+    """An in-process PayloadStore with the Ray store's semantics: each owner keeps its batches until they
+    expire (`expire`, called as the owners' weights advance) and they die with it (`kill`). A batch's
+    handle is its owner's name, as with Ray. Used by the fake-backed tests and benches; `live` counts the
+    batches held."""
 
     def __init__(self):
-        self._data: dict[str, dict] = {}
-        self._owner: dict[str, str] = {}
+        self._owned: dict[str, OwnedBatches] = {}
         self._dead: set[str] = set()
         self._ids = itertools.count()
 
-    def put(self, arrays: dict, owner: str) -> PayloadBatch:
+    def put(self, arrays: dict, owner: str, version: int = 0) -> PayloadBatch:
         key = f"{owner}#{next(self._ids)}"
-        self._data[key], self._owner[key] = arrays, owner
-        handle = _Handle()
-        weakref.finalize(handle, self.release, [key])
-        return PayloadBatch(key, owner, handle)
+        self._owned.setdefault(owner, OwnedBatches()).add(key, arrays, version)
+        return PayloadBatch(key, owner, owner)
 
     def fetch(self, batches: Sequence[PayloadBatch], timeout_s: float) -> dict[str, dict]:
-        lost = [b for b in batches if b.key not in self._data or b.owner in self._dead]
+        got = {b.key: (self._owned[b.owner].handles([b.key])[0] if b.owner in self._owned else None)
+               for b in batches}
+        lost = [b for b in batches if got[b.key] is None]
         if lost:
-            raise LostPayloads(lost, "owner died" if any(b.owner in self._dead for b in lost) else "released")
-        return {b.key: self._data[b.key] for b in batches}
+            raise LostPayloads(lost, "owner died" if any(b.owner in self._dead for b in lost) else "expired")
+        return got
+
+    def expire(self, version: int, max_staleness: int) -> int:
+        return sum(o.expire(version, max_staleness) for o in self._owned.values())
 
     def kill(self, owner: str) -> int:
         self._dead.add(owner)
-        gone = [k for k, o in self._owner.items() if o == owner]
-        for k in gone:
-            del self._data[k], self._owner[k]
-        return len(gone)
-
-    def release(self, keys: Iterable[str]) -> None:
-        for k in keys:
-            self._data.pop(k, None)
-            self._owner.pop(k, None)
+        return len(self._owned.pop(owner, ()))
 
     @property
     def live(self) -> int:
-        return len(self._data)
+        return sum(len(o) for o in self._owned.values())
 
 
 def remote_report(prompt_id: str, version: int, rewards: list[float], tokens: int, batch: PayloadBatch, first_row: int,

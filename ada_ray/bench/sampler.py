@@ -135,6 +135,7 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, repeats: int = 5,
 
     from ada_ray.driver import cluster as cl
     from ada_ray.actors.prompt_queue import PromptQueue
+    from ada_ray.actors.ray_payloads import OWNERS_NAMESPACE, owner_actor_name
     from ada_ray.actors.sampler import Sampler
     from ada_ray.algo.scheduler import item_seed
     from ada_ray.data.datasets import load_splits
@@ -172,7 +173,9 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, repeats: int = 5,
                 a = BareVLLM.options(**opts).remote(model_path, d, env, use_gpu)
                 _get(a.run.remote(prompts[:8], cfg.algo.n, seeds[:8]), "bare vLLM warm-up")
             else:
-                a = Sampler.options(**opts).remote("bench", d, model_path, q, use_gpu, 0, env)
+                owner = owner_actor_name("bench")
+                a = Sampler.options(**opts, name=owner, namespace=OWNERS_NAMESPACE).remote(
+                    "bench", d, model_path, q, use_gpu, 0, env, owner)
                 _get(a.ready.remote(), "Sampler start")
                 _get(a.evaluate.remote(prompts[:8], answers[:8], cfg.algo.n, cfg.sampler.temperature, 0),
                      "Sampler warm-up")

@@ -39,7 +39,7 @@ from typing import Optional
 
 import ray
 
-from ada_ray.actors.ray_payloads import RayPayloadStore
+from ada_ray.actors.ray_payloads import OWNERS_NAMESPACE, RayPayloadStore, owner_actor_name
 from ada_ray.actors.sampler_leases import LeaseFeeder
 from ada_ray.algo.payloads import pack, remote_report
 from ada_ray.algo.types import Sample, Signal
@@ -69,7 +69,11 @@ class SimSamplers:
     """`n` simulated samplers in one process: lease, sleep a service time, report Bernoulli rewards."""
 
     def __init__(self, shards: list, first_id: int, n: int, service_ms: float, max_items: int, seed: int,
-                 transport: str = "inline", completion_tokens: int = COMPLETION_TOKENS):
+                 transport: str = "inline", completion_tokens: int = COMPLETION_TOKENS,
+                 owner_name: Optional[str] = None, max_staleness: int = 2):
+        """`owner_name`: this actor's name in OWNERS_NAMESPACE (it owns its samplers' payload batches and
+        serves them by `payload_refs`, as a Sampler does); batches expire as the leased work's version
+        passes them (a real sampler expires them as its weights do)."""
         # sampler i leases from and reports to shard i % K, as in the Runtime
         self.queue_of = {f"sim{i}": shards[i % len(shards)] for i in range(first_id, first_id + n)}
         self.ids = list(self.queue_of)
@@ -85,7 +89,9 @@ class SimSamplers:
         self.rates: dict[str, float] = {}
         if transport not in TRANSPORTS:
             raise ValueError(f"bench scale: transport {transport!r}: expected one of {', '.join(TRANSPORTS)}")
-        self.store = RayPayloadStore() if transport != "inline" else None
+        self.store = RayPayloadStore(owner_name) if transport != "inline" else None
+        self.max_staleness = max_staleness
+        self.version = 0  # the newest version a leased item carried: the simulated weights
         self.blocks = transport == "object_store"  # object_store_samples: a Sample object a sample (before blocks)
         self.tokens = completion_tokens
 
@@ -109,7 +115,8 @@ class SimSamplers:
             return [(it.item_id, [Sample(it.prompt_id, [7] * self.tokens, [-0.5] * self.tokens, r, it.version)
                                   for r in self._rewards(it)]) for it in items]
         n = sum(it.num_samples for it in items)
-        batch = self.store.put(pack([[7] * self.tokens] * n, [[-0.5] * self.tokens] * n, [""] * n), sid)
+        batch = self.store.put(pack([[7] * self.tokens] * n, [[-0.5] * self.tokens] * n, [""] * n), sid,
+                               max(it.version for it in items))
         reports, row = [], 0
         for it in items:
             reports.append((it.item_id, remote_report(it.prompt_id, it.version, self._rewards(it), self.tokens, batch,
@@ -138,6 +145,10 @@ class SimSamplers:
                 if not items:
                     await asyncio.sleep(LeaseFeeder.empty_backoff_s)
                     continue
+            v = max(it.version for it in items)
+            if self.store is not None and v > self.version:
+                self.version = v
+                self.store.expire(v, self.max_staleness)
             await asyncio.sleep(self.service_time())
             reports = self._reports(sid, items)
             w, t0 = time.time(), time.perf_counter()
@@ -151,6 +162,9 @@ class SimSamplers:
 
     def stop(self) -> None:
         self.stopping = True
+
+    async def payload_refs(self, keys: list[str]) -> list:
+        return self.store.refs(keys)
 
     def stats(self) -> dict:
         return {"served": self.served, "lease_s": self.lease_s, "report_s": self.report_s,
@@ -249,8 +263,10 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
     per_host = [samplers // hosts + (1 if i < samplers % hosts else 0) for i in range(hosts)]
     relays = [[QueueRelay.options(num_cpus=0).remote(h, f"host {i} shard {k}") for k, h in enumerate(shard_handles)]
               if relay else [] for i in range(hosts)]
-    sims = [SimSamplers.remote(relays[i] or shard_handles, sum(per_host[:i]), n, service_ms, max_items, seed + i,
-                               transport, completion_tokens)
+    owners = [owner_actor_name(f"sim-host-{i}") for i in range(hosts)]  # a host's simulated samplers share its store
+    sims = [SimSamplers.options(name=owners[i], namespace=OWNERS_NAMESPACE).remote(
+        relays[i] or shard_handles, sum(per_host[:i]), n, service_ms, max_items, seed + i, transport, completion_tokens,
+        owners[i], max_staleness)
             for i, n in enumerate(per_host) if n > 0]
     runs = [s.run.remote() for s in sims]
     waits: list[float] = []

@@ -18,6 +18,7 @@ from ada_ray.driver import cluster as cl
 from ada_ray.actors.learner import Learner
 from ada_ray.actors.queue_coordinator import build_queue
 from ada_ray.actors.queue_relay import QueueRelay, relay_enabled
+from ada_ray.actors.ray_payloads import OWNERS_NAMESPACE, owner_actor_name
 from ada_ray.actors.sampler import Sampler
 from ada_ray.algo.payloads import CohortPayloadsLost
 from ada_ray.algo.queue_shards import shard_states
@@ -128,11 +129,13 @@ class Runtime:
 
     def _new_sampler(self, index: int, version: int):
         s = self.cfg.sampler
+        owner = owner_actor_name(self.sampler_id(index))  # readers find its payload batches by this name
         return Sampler.options(num_cpus=s.num_cpus, num_gpus=s.num_gpus * s.tensor_parallel_size,
                                runtime_env={"env_vars": dict(cl.BASE_ENV, **self.sampler_env)},
-                               scheduling_strategy=cl.in_bundle(self.groups[1], index), max_restarts=0).remote(
+                               scheduling_strategy=cl.in_bundle(self.groups[1], index), max_restarts=0,
+                               name=owner, namespace=OWNERS_NAMESPACE).remote(
             self.sampler_id(index), to_dict(self.cfg), self.model_path, self._queue_of(index), s.num_gpus > 0, version,
-            self.sampler_env)
+            self.sampler_env, owner)
 
     def open_bus(self) -> None:
         """The weight bus among the learner and the samplers that are up (ranks in index order)."""

@@ -10,7 +10,8 @@ import pickle
 
 import pytest
 
-from ada_ray.algo.payloads import LocalPayloadStore, LostPayloads, fetch_into, fill, pack, remote_batches, remote_sample
+from ada_ray.algo.payloads import (LocalPayloadStore, LostPayloads, OwnedBatches, fetch_into, fill, pack, payload_expired,
+                                  remote_batches, remote_sample)
 from ada_ray.algo.scheduler import SchedulerError
 from ada_ray.algo.types import PayloadNotFetched, Sample, SampleBlock
 from ada_ray.learner.batching import fill_rows, learner_shares, share_batches
@@ -93,7 +94,8 @@ def report_form(request):
 
 
 def _report(s, store, owner, it, rewards):
-    batch = store.put(pack([[5, 2]] * len(rewards), [[-0.1, -0.2]] * len(rewards), [""] * len(rewards)), owner)
+    batch = store.put(pack([[5, 2]] * len(rewards), [[-0.1, -0.2]] * len(rewards), [""] * len(rewards)), owner,
+                      it.version)
     if REPORT_FORM["blocks"]:
         return s.report(owner, it.item_id, SampleBlock(it.prompt_id, it.version, [float(r) for r in rewards],
                                                        [2] * len(rewards), batch, 0))
@@ -183,16 +185,20 @@ def test_a_checkpoint_needs_every_payload_filled_first():
     assert state["inflight"][0]["pool"][0]["completion_ids"] == [5, 2]
 
 
-@pytest.mark.parametrize("leak", [False, True])
-def test_payloads_are_freed_once_trained_over_a_thousand_steps(leak):
-    """The fake-backed loop (scheduler, a sampler reporting one batch a lease, a learner fetching each
-    cohort and dropping it): batches live while a sample names them, so what is held stays bounded by
-    what is in flight - nothing the scheduler or the loop keeps grows with the steps."""
+@pytest.mark.parametrize("max_staleness", [0, 1, 2])
+@pytest.mark.parametrize("expire", [True, False])
+def test_owners_drop_batches_no_cohort_can_train_and_every_cohort_still_fetches_over_a_thousand_steps(
+        max_staleness, expire):
+    """The fake-backed loop (scheduler, a sampler reporting one batch an item, a learner fetching each
+    cohort, the owner expiring batches as its weights advance): every cohort's fetch finds all its
+    batches (admission control: nothing a cohort trains is older than the rule keeps), and what the owner
+    holds stays bounded by max_staleness + 2 versions of work - nothing grows with the steps. Without
+    expiry (`expire=False`) the owner keeps everything: the bound is what expiry buys."""
     import random
 
-    s, store = _sched(max_staleness=1), LocalPayloadStore()
+    s, store = _sched(max_staleness=max_staleness), LocalPayloadStore()
     rng = random.Random(0)
-    live, kept = [], []
+    live, dropped = [], 0
     for step in range(1000):
         while s.cohort_status(step) != "ready":
             items = s.lease("s0", 4, 0.0)
@@ -200,13 +206,35 @@ def test_payloads_are_freed_once_trained_over_a_thousand_steps(leak):
             for it in items:
                 _report(s, store, "s0", it, [int(rng.random() < 0.5) for _ in range(it.num_samples)])
         res = s.take_cohort(step)
-        store.fetch(remote_batches(x for g in res.groups for x in g.samples), 1.0)  # the learner's fetch
-        kept.append(res) if leak else None
-        del res  # trained: nothing holds its samples any more
+        store.fetch(remote_batches(x for g in res.groups for x in g.samples), 1.0)  # the learner's: never lost
+        del res
         s.set_version(step + 1)
+        if expire:
+            dropped += store.expire(step + 1, max_staleness)
         live.append(store.live)
-    if leak:  # the check below catches a loop that keeps what it trained
+    if not expire:
         assert live[-1] > 1000
         return
-    assert 0 < max(live[500:]) <= max(live[:500]) <= 40
+    assert dropped > 1000 and 0 < max(live) <= 40  # a bound, while 1,000 steps of work is > 3,000 batches
     assert s.check_accounting()["prompts_ok"]
+
+
+def test_a_batch_expires_once_the_weights_pass_it_by_max_staleness_and_one():
+    """Worked example (max_staleness = 2): a batch whose newest sample started under version 3 can be
+    trained by cohorts up to 5; weights at 6 still keep it (the margin), at 7 it is dropped."""
+    assert [payload_expired(3, v, 2) for v in (3, 4, 5, 6, 7, 8)] == [False] * 4 + [True] * 2
+    assert [payload_expired(3, v, 0) for v in (3, 4, 5)] == [False, False, True]
+    owned = OwnedBatches()
+    owned.add("a", "ref-a", 3)
+    owned.add("b", "ref-b", 5)
+    assert owned.expire(6, 2) == 0 and owned.handles(["a", "b", "c"]) == ["ref-a", "ref-b", None]
+    assert owned.expire(7, 2) == 1 and owned.handles(["a", "b"]) == [None, "ref-b"] and len(owned) == 1
+
+
+def test_an_expired_batch_is_lost_and_says_so():
+    store = LocalPayloadStore()
+    old, new = store.put(pack([[1]], [[0.0]], [""]), "s0", 1), store.put(pack([[2]], [[0.0]], [""]), "s0", 4)
+    assert store.expire(5, 2) == 1 and store.live == 1
+    with pytest.raises(LostPayloads, match="expired") as e:
+        store.fetch([old, new], 1.0)
+    assert e.value.batches == [old]
