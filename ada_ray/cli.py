@@ -202,7 +202,8 @@ BENCH_PARAMS = {"steps": int, "skip": int, "out": str, "smoke": lambda v: v.lowe
                 "duration": float, "service_ms": float, "hosts": int, "max_items": int, "prompts_per_sampler": int,
                 "shards": str, "seed0": int, "grpo_factor": float, "n16_seeds": int,
                 "sb_seeds": int, "transports": str, "completion_tokens": int,
-                "kill_at": int, "cases": str, "variants": str, "relays": str}
+                "kill_at": int, "cases": str, "variants": str, "relays": str,
+                "leases": str}
 
 
 def cmd_bench(argv: list[str]) -> int:

@@ -11,10 +11,13 @@ rate); the bench process plays the driver (wait for cohort c, check it, set vers
 The batch grows with the fan-out (`prompts_per_sampler` x S prompts a step, at least `batch`): a cluster
 of 256 samplers runs larger steps than one of 8, and a fixed small batch would leave most samplers idle
 (the cohort pipeline, not the queue, would set the rate). Samplers lease as the real sampler's feeder
-does: ask, long-poll when nothing is ready, back off after an empty answer.
+does (`leases=feeder`): one call that the queue answers at once from ready work or holds until work
+appears, a pause after an empty answer; `leases=probe` is this bench's earlier pattern (an ask answered
+at once, then a long poll when it came back empty: two calls where the feeder makes one).
 
 Recorded per pair: work items served per second, lease and report latency p50/p99 (as the samplers see
-them; a lease's is its asking call, answered at once, the long polls are waits for work), the queue process's CPU share, its memory per prompt (RSS after loading P prompts minus RSS after
+them; a lease's: feeder, the round trip of a call that brought work, any wait for work included; probe,
+the asking call's, answered at once), the queue process's CPU share, its memory per prompt (RSS after loading P prompts minus RSS after
 loading one batch, over the difference in prompts), the driver's wait per cohort, and two checks:
 admission control (every trained sample came from a policy version >= cohort - max_staleness) and the
 accounting invariant after the queue stops. Each row runs with each payload transport asked for
@@ -47,6 +50,7 @@ from ada_ray.bench.common import write_result
 from ada_ray.config import load_config, to_dict
 
 TRANSPORTS = ("inline", "object_store", "object_store_samples")
+LEASE_MODES = ("feeder", "probe")
 PROMPT_TOKENS = 32  # token ids per synthetic prompt (they live outside the queue: the prompt table)
 COMPLETION_TOKENS = 8  # per synthetic sample
 SERVICE_CAP = 4.0  # a simulated generation takes at most this many times the mean service time
@@ -70,7 +74,7 @@ class SimSamplers:
 
     def __init__(self, shards: list, first_id: int, n: int, service_ms: float, max_items: int, seed: int,
                  transport: str = "inline", completion_tokens: int = COMPLETION_TOKENS,
-                 owner_name: Optional[str] = None, max_staleness: int = 2):
+                 owner_name: Optional[str] = None, max_staleness: int = 2, lease_mode: str = "feeder"):
         """`owner_name`: this actor's name in OWNERS_NAMESPACE (it owns its samplers' payload batches and
         serves them by `payload_refs`, as a Sampler does); batches expire as the leased work's version
         passes them (a real sampler expires them as its weights do)."""
@@ -86,6 +90,7 @@ class SimSamplers:
         self.served = 0
         self.empty_leases = 0
         self.polls = 0
+        self.lease_calls = 0  # every lease call, long polls included
         self.rates: dict[str, float] = {}
         if transport not in TRANSPORTS:
             raise ValueError(f"bench scale: transport {transport!r}: expected one of {', '.join(TRANSPORTS)}")
@@ -94,6 +99,9 @@ class SimSamplers:
         self.version = 0  # the newest version a leased item carried: the simulated weights
         self.blocks = transport == "object_store"  # object_store_samples: a Sample object a sample (before blocks)
         self.tokens = completion_tokens
+        if lease_mode not in LEASE_MODES:
+            raise ValueError(f"bench scale: lease mode {lease_mode!r}: expected one of {', '.join(LEASE_MODES)}")
+        self.lease_mode = lease_mode
 
     def service_time(self) -> float:
         """Exponential with the configured mean, capped at SERVICE_CAP x the mean (max_tokens caps a
@@ -124,27 +132,41 @@ class SimSamplers:
             row += it.num_samples
         return reports
 
+    async def _lease(self, sid: str):
+        """Work for one simulated sampler, or [] / Signal.STOP. `feeder` (as LeaseFeeder does): one call
+        the queue may hold up to LeaseFeeder.lease_wait_s when it has nothing ready; its round trip is
+        recorded when it brought work (a wait for work, if there was one, included). `probe` (this bench
+        before the feeder was simulated): an ask answered at once, whose round trip is the recorded
+        latency, then, when it came back empty, the long poll (`polls`): two calls where the feeder makes
+        one whenever no work is ready."""
+        q = self.queue_of[sid]
+        w, t0 = time.time(), time.perf_counter()
+        self.lease_calls += 1
+        if self.lease_mode == "feeder":
+            items = await q.lease.remote(sid, self.max_items, None, LeaseFeeder.lease_wait_s)
+            if items and items != Signal.STOP:
+                self.lease_s.append((w, time.perf_counter() - t0))
+            elif not items:
+                self.empty_leases += 1
+            return items
+        items = await q.lease.remote(sid, self.max_items, None, 0.0)
+        self.lease_s.append((w, time.perf_counter() - t0))
+        if items == Signal.STOP or items:
+            return items
+        self.empty_leases += 1
+        self.polls += 1
+        self.lease_calls += 1
+        return await q.lease.remote(sid, self.max_items, None, LeaseFeeder.lease_wait_s)
+
     async def _one(self, sid: str) -> None:
-        """Lease as the real sampler's feeder does when it has room: ask; when the queue has nothing
-        ready, a long poll (the queue holds the call until work appears, up to LeaseFeeder.lease_wait_s),
-        then a pause of LeaseFeeder.empty_backoff_s after an empty answer. Lease latency is the round
-        trip of the asking call, answered from ready work or empty at once; the long polls are waits
-        for work, counted apart (`polls`)."""
+        """Lease (`_lease`), pause LeaseFeeder.empty_backoff_s after an empty answer, "generate", report."""
         while not self.stopping:
-            w, t0 = time.time(), time.perf_counter()
-            items = await self.queue_of[sid].lease.remote(sid, self.max_items, None, 0.0)
-            self.lease_s.append((w, time.perf_counter() - t0))
+            items = await self._lease(sid)
             if items == Signal.STOP:
                 return
             if not items:
-                self.empty_leases += 1
-                self.polls += 1
-                items = await self.queue_of[sid].lease.remote(sid, self.max_items, None, LeaseFeeder.lease_wait_s)
-                if items == Signal.STOP:
-                    return
-                if not items:
-                    await asyncio.sleep(LeaseFeeder.empty_backoff_s)
-                    continue
+                await asyncio.sleep(LeaseFeeder.empty_backoff_s)
+                continue
             v = max(it.version for it in items)
             if self.store is not None and v > self.version:
                 self.version = v
@@ -168,7 +190,7 @@ class SimSamplers:
 
     def stats(self) -> dict:
         return {"served": self.served, "lease_s": self.lease_s, "report_s": self.report_s,
-                "empty_leases": self.empty_leases, "polls": self.polls}
+                "empty_leases": self.empty_leases, "polls": self.polls, "lease_calls": self.lease_calls}
 
 
 @ray.remote(num_cpus=0, max_concurrency=1000)
@@ -242,7 +264,8 @@ def _kill(queue, shard_handles: list) -> None:
 
 def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, service_ms: float, hosts: int,
              max_items: int, batch: int, max_staleness: int, shards: int = 1, seed: int = 0,
-             transport: str = "inline", completion_tokens: int = COMPLETION_TOKENS, relay: bool = False) -> dict:
+             transport: str = "inline", completion_tokens: int = COMPLETION_TOKENS, relay: bool = False,
+             lease_mode: str = "feeder") -> dict:
     """One (S, P, K) row: K queue shards (K = 1: the single PromptQueue) built as the Runtime builds them;
     `relay`: each sampler host reaches them through its own QueueRelays (one a shard), as a node's
     samplers do with sampler.queue_relay (a host stands for a node)."""
@@ -266,7 +289,7 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
     owners = [owner_actor_name(f"sim-host-{i}") for i in range(hosts)]  # a host's simulated samplers share its store
     sims = [SimSamplers.options(name=owners[i], namespace=OWNERS_NAMESPACE).remote(
         relays[i] or shard_handles, sum(per_host[:i]), n, service_ms, max_items, seed + i, transport, completion_tokens,
-        owners[i], max_staleness)
+        owners[i], max_staleness, lease_mode)
             for i, n in enumerate(per_host) if n > 0]
     runs = [s.run.remote() for s in sims]
     waits: list[float] = []
@@ -311,13 +334,14 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
     issued = accounting["issued"]
     return {
         "samplers": samplers, "prompts": prompts, "shards": shards, "transport": transport, "relay": relay,
+        "lease_mode": lease_mode,
         "completion_tokens": completion_tokens, "hosts": len(sims), "seconds": elapsed, "steps": step,
         "groups_trained": groups, "items_issued": issued, "items_reported": served,
         "items_per_s": served / elapsed,
         "lease_p50_ms": 1000 * percentile(lease, 0.5), "lease_p99_ms": 1000 * percentile(lease, 0.99),
         "lease_p99_all_ms": 1000 * percentile(lease_all, 0.99),
         "report_p50_ms": 1000 * percentile(report, 0.5), "report_p99_ms": 1000 * percentile(report, 0.99),
-        "batch": batch, "lease_calls": len(lease_all), "empty_leases": sum(o["empty_leases"] for o in outs),
+        "batch": batch, "lease_calls": sum(o["lease_calls"] for o in outs), "empty_leases": sum(o["empty_leases"] for o in outs),
         "long_polls": sum(o["polls"] for o in outs),
         "queue_cpu_share": (cpu1["cpu_s"] - cpu0["cpu_s"]) / elapsed,
         # the queue's CPU cost per item served (its capacity on one core is 1e6 / this)
@@ -397,7 +421,7 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
         prompts: str = "10000,100000,1000000", duration: float = 20.0, service_ms: float = 20.0, hosts: int = 2,
         max_items: int = 64, batch: int = 512, prompts_per_sampler: int = 16, shards: str = "1",
         seed: int = 0, transports: str = "inline,object_store", completion_tokens: int = COMPLETION_TOKENS,
-        relays: str = "0") -> dict:
+        relays: str = "0", leases: str = "feeder") -> dict:
     from ada_ray.driver import cluster as cl
 
     if smoke:
@@ -424,19 +448,20 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
             for s in s_list:
                 for k in k_list:
                     # side by side in one run: machine drift hits every variant alike
-                    for tr, rl in [(tr, rl) for tr in transports.split(",") for rl in str(relays).split(",")]:
+                    for tr, rl, lm in [(tr, rl, lm) for tr in transports.split(",") for rl in str(relays).split(",")
+                                       for lm in leases.split(",")]:
                         rows.append(run_pair(s, p, folder=folder, duration_s=duration, service_ms=service_ms,
                                              hosts=hosts, max_items=max_items,
                                              batch=min(p, max(batch, prompts_per_sampler * s)), max_staleness=2,
                                              shards=k, seed=seed, transport=tr, completion_tokens=completion_tokens,
-                                             relay=rl not in ("0", "off", "false")))
+                                             relay=rl not in ("0", "off", "false"), lease_mode=lm))
                         print(format_row(rows[-1]), file=sys.stderr, flush=True)  # progress; the table goes to stdout
     finally:
         c.shutdown()
     result = {"params": {"duration_s": duration, "service_ms": service_ms, "hosts": hosts, "max_items": max_items,
                          "shards": k_list, "batch": batch, "prompts_per_sampler": prompts_per_sampler, "max_staleness": 2, "prompt_tokens": PROMPT_TOKENS,
                          "completion_tokens": completion_tokens, "transports": transports.split(","),
-                         "relays": str(relays).split(","),
+                         "relays": str(relays).split(","), "leases": leases.split(","),
                          "algo": "ada_seq_balance"},
               "rows": rows, "driver_load": loads, "ray_call_floor": floor}
     write_result(out_dir, "scale", result)
@@ -481,7 +506,7 @@ def chart(path: Path, rows: list[dict]) -> Path:
 
 def format_row(r: dict) -> str:
     return (f"S={r['samplers']:>4} P={r['prompts']:>8,} K={r.get('shards', 1)} {r.get('transport', 'inline'):>12}"
-            f"{' relay' if r.get('relay') else ''}: "
+            f"{' relay' if r.get('relay') else ''}{' probe' if r.get('lease_mode') == 'probe' else ''}: "
             f"{r['items_per_s']:8.0f} items/s, lease p50/p99 "
             f"{r['lease_p50_ms']:.1f}/{r['lease_p99_ms']:.1f} ms, report p50/p99 {r['report_p50_ms']:.1f}/"
             f"{r['report_p99_ms']:.1f} ms, queue CPU {100 * r['queue_cpu_share']:.0f}% ({r['queue_us_per_item']:.0f} us/item), "
