@@ -22,11 +22,11 @@ def first_j_right(j_right=1):
     return lambda prompt, seed, j: "ok" if j < j_right else "no"
 
 
-def make_loop(queue, engine=None, reward="exact", capacity=8, version=0, scorer=None, payloads=None):
+def make_loop(queue, engine=None, reward="exact", capacity=8, version=0, scorer=None, payloads=None, max_staleness=0):
     """A loop whose lease feeder asks again after an empty answer only when the loop's state changes
     (a finished item, sampling switched on), never on a timer: `tick` then sees a fixed sequence."""
     loop = SamplerLoop("s0", engine or FakeEngine(first_j_right()), queue, scorer or SafeScorer(reward), capacity,
-                       version, payloads)
+                       version, payloads, max_staleness)
     loop.idle_sampling_s = loop.idle_paused_s = 0.001
     loop.feeder.poll_s = 0.001
     loop.feeder.empty_backoff_s = 60.0

@@ -8,6 +8,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from ada_ray.rewards import SafeScorer
 from tests.actors.fakes import FakeEngine, GatedScorer, ScriptedQueue
 from tests.actors.loops import first_j_right, item, make_loop, tick, wait_until
@@ -70,6 +72,29 @@ def test_with_a_payload_store_each_pass_puts_one_batch_and_reports_only_metadata
     assert fetch_into(store, samples, 1.0) == 5
     assert all(s.completion_ids and len(s.behaviour_logprobs) == len(s.completion_ids) for s in samples)
     assert loop.stats()["payload_batches"] == 1
+
+
+def test_the_owner_drops_its_batches_once_its_weights_pass_them():
+    """A batch of samples started under version 0 (max_staleness 1): kept at weights 1 and 2 (a cohort up
+    to 1 may train it, one version of margin), dropped at 3 - and a fetch then says it expired."""
+    from ada_ray.algo.payloads import LocalPayloadStore, LostPayloads, fetch_into
+
+    q = ScriptedQueue([[item(1, k=2)]])
+    store = LocalPayloadStore()
+    loop = make_loop(q, FakeEngine(first_j_right()), payloads=store, max_staleness=1)
+    loop.sampling = True
+    tick(loop, 2)
+    samples = [s for _, ss in q.reports for s in ss]
+    assert store.live == 1 and {s.version for s in samples} == {0}
+    for v in (1, 2):
+        fut = loop.update_weights({"version": v})
+        tick(loop, 1)
+        assert fut.result(timeout=0) == v and store.live == 1
+    fut = loop.update_weights({"version": 3})
+    tick(loop, 1)
+    assert fut.result(timeout=0) == 3 and store.live == 0 and loop.stats()["payloads_expired"] == 1
+    with pytest.raises(LostPayloads, match="expired"):
+        fetch_into(store, samples, 1.0)
 
 
 def test_a_scorer_that_fails_reports_every_sample_with_reward_0_and_reward_error():
