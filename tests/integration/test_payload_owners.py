@@ -15,6 +15,8 @@ from ada_ray.actors.ray_payloads import OWNERS_NAMESPACE, RayPayloadStore, owner
 from ada_ray.algo.payloads import LostPayloads, pack
 from ada_ray.algo.types import PayloadBatch
 
+pytestmark = pytest.mark.slow
+
 
 @ray.remote(num_cpus=0)
 class Owner:
