@@ -195,9 +195,21 @@ class SimSamplers:
 
 @ray.remote(num_cpus=0, max_concurrency=1000)
 class NoopQueue:
-    """An async actor whose report does nothing: what Ray's actor call costs the serving process."""
+    """An async actor whose report does nothing: what Ray's actor call costs the serving process.
+    `report_held` keeps the last HELD_REPORTS reports, as the queue held a report's payload reference
+    until its cohort was taken (a reference inside them makes this process a borrower while it holds it)."""
+
+    HELD_REPORTS = 200
+
+    def __init__(self):
+        self.held: list = []
 
     async def report_many(self, sampler_id: str, reports: list) -> list[bool]:
+        return [True] * len(reports)
+
+    async def report_held(self, sampler_id: str, reports: list) -> list[bool]:
+        self.held.append(reports)
+        del self.held[:-self.HELD_REPORTS]
         return [True] * len(reports)
 
     async def cpu_s(self) -> float:
@@ -209,14 +221,19 @@ class NoopQueue:
 
 @ray.remote(num_cpus=0)
 class NoopCaller:
-    async def call(self, target, concurrent: int, calls: int, items: int) -> float:
-        """`concurrent` callers each sending `calls` reports of `items` items x 8 samples; seconds taken."""
+    async def call(self, target, concurrent: int, calls: int, items: int, reference: bool = False) -> float:
+        """`concurrent` callers each sending `calls` reports of `items` items x 8 samples; seconds taken.
+        `reference`: each report also carries a new object's ObjectRef (nested: Ray passes it as a
+        reference) and the target holds it (`report_held`), as the queue held payload references."""
         reports = [(i, [Sample("p", [7] * COMPLETION_TOKENS, [-0.5] * COMPLETION_TOKENS, 1.0, 0) for _ in range(8)])
                    for i in range(items)]
 
         async def one():
             for _ in range(calls):
-                await target.report_many.remote("sim", reports)
+                if reference:
+                    await target.report_held.remote("sim", [(0, [ray.put(b"payload")])] + reports)
+                else:
+                    await target.report_many.remote("sim", reports)
 
         t0 = time.perf_counter()
         await asyncio.gather(*(one() for _ in range(concurrent)))
@@ -225,16 +242,19 @@ class NoopCaller:
 
 def ray_call_floor(items_per_call: tuple[int, ...] = (0, 64), calls: int = 1200) -> list[dict]:
     """The serving process's CPU per actor call of a method that does nothing, with 0 and with 64 items
-    (x 8 samples) as its argument: the part of the queue's cost per call that is Ray's, not the queue's."""
+    (x 8 samples) as its argument: the part of the queue's cost per call that is Ray's, not the queue's;
+    and with no items but one ObjectRef the server holds (`reference`): what a payload reference held by
+    the queue cost it (why references stay with their owners, actors/ray_payloads.py)."""
     target, caller = NoopQueue.remote(), NoopCaller.remote()
     try:
         ray.get(caller.call.remote(target, 4, 20, 1), timeout=120)  # warm-up
         out = []
-        for items in items_per_call:
+        for items, reference in [(n, False) for n in items_per_call] + [(0, True)]:
             c0 = ray.get(target.cpu_s.remote(), timeout=60)
-            seconds = ray.get(caller.call.remote(target, 8, calls // 8, items), timeout=600)
+            seconds = ray.get(caller.call.remote(target, 8, calls // 8, items, reference), timeout=600)
             c1 = ray.get(target.cpu_s.remote(), timeout=60)
-            out.append({"items": items, "calls_per_s": calls / seconds, "server_cpu_us_per_call": 1e6 * (c1 - c0) / calls})
+            out.append({"items": items, "reference": reference, "calls_per_s": calls / seconds,
+                        "server_cpu_us_per_call": 1e6 * (c1 - c0) / calls})
         return out
     finally:
         ray.kill(target)
@@ -517,7 +537,8 @@ def format_row(r: dict) -> str:
 
 
 def format_floor(f: dict) -> str:
-    return (f"Ray's floor: a no-op actor call with {f['items']} items costs the serving process "
+    what = "one ObjectRef it holds" if f.get("reference") else f"{f['items']} items"
+    return (f"Ray's floor: a no-op actor call with {what} costs the serving process "
             f"{f['server_cpu_us_per_call']:.0f} us of CPU ({f['calls_per_s']:.0f} calls/s from 8 concurrent callers)")
 
 
