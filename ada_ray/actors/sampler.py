@@ -80,9 +80,8 @@ class Sampler:
 
     @ray.method(concurrency_group="payloads")
     def payload_refs(self, keys: list[str]) -> list:
-        """References to this sampler's payload batches `keys` (None for one it no longer holds)."""
-        if self.loop.payloads is None:  # sampler.payload_transport = inline: it owns none
-            return [None] * len(keys)
+        """References to this sampler's payload batches `keys` (None for one it no longer holds). Only asked
+        under sampler.payload_transport = object_store: inline samples name no batch."""
         return self.loop.payloads.refs(keys)
 
     def _wait(self, fut: Future, timeout_s: float, what: str) -> Any:

@@ -82,13 +82,11 @@ class RssSampler(threading.Thread):
                 continue
             label = self.pids.setdefault(proc.pid, f"{role}:{proc.pid}")
             try:
-                if proc.status() == psutil.STATUS_ZOMBIE:  # exited, not reaped yet: it reads as 0 bytes
-                    continue
                 rss = proc.memory_info().rss
+                if rss == 0:  # exiting (or a zombie): its memory is gone, a 0 MB sample would read as a drop
+                    continue
                 rss += sum(c.memory_info().rss for c in proc.children(recursive=True))  # reward workers
             except Exception:  # noqa: BLE001 - it exited between the listing and the read
-                continue
-            if rss == 0:  # exiting: its memory is already gone (a sample of 0 MB would read as a drop)
                 continue
             out[label] = rss / 2**20
         return out
