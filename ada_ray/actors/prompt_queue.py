@@ -1,9 +1,10 @@
 """PromptQueue actor: the WorkScheduler behind an asyncio Ray actor.
 
 Samplers long-poll `lease` (a call that finds nothing ready waits in line, lease_waiters.py, and is
-served in arrival order as work appears: one wakeup per call that gets work), report scored samples with
-`report_many` (or, through a node's QueueRelay, many samplers' asks and reports in one `lease_batch` /
-`report_batch` call: actors/queue_relay.py), and the driver waits for a cohort with `wait_cohort` (returns the cohort,
+served in arrival order as work appears: one wakeup per call that gets work) and report scored samples
+with `report_many`, which may carry the sampler's next lease ask, answered at once (one call where there
+were two). Through a node's QueueRelay many samplers' asks and reports come in one `lease_batch` /
+`report_batch` call (actors/queue_relay.py). The driver waits for a cohort with `wait_cohort` (returns the cohort,
 Signal.END when no more data or steps, or Signal.TIMEOUT). Leases expire by the clock here;
 `release_sampler` hands a dead sampler's work out again at once. `stop` wakes every waiter with an
 explicit sentinel (Signal.STOP to a lease, Signal.END to a cohort wait).
@@ -144,8 +145,16 @@ class PromptQueue:
             self._notify()
         return out
 
-    async def report_many(self, sampler_id: str, reports: list) -> list[bool]:
-        return self._report([(sampler_id, reports)], raise_errors=True)[0]
+    async def report_many(self, sampler_id: str, reports: list, lease: Optional[tuple] = None):
+        """Apply a sampler's reports: one bool a report (False: its lease had ended). `lease`
+        (max_items, max_samples): the sampler's next ask rides this call (one call where a report and
+        a lease made two; the work its reports just made - a next round - can go straight back to it):
+        the answer is then (the bools, the ready items now: a list, maybe empty, or Signal.STOP). A
+        report the scheduler refuses raises, and nothing is leased."""
+        answers = self._report([(sampler_id, reports)], raise_errors=True)[0]
+        if lease is None:
+            return answers
+        return answers, self._lease_or_stop(sampler_id, *lease)
 
     async def report_batch(self, batches: list) -> list:
         """A relay's combined report call: `(sampler_id, reports)` pairs, applied in order; one answer a

@@ -3,7 +3,8 @@
 Every Ray actor call costs the serving process a fixed ~0.5-0.7 ms of CPU before any work (BENCHMARKS:
 Ray's floor), so a queue that answers each sampler's lease and report on its own spends most of its core
 on calls. A relay on a sampler node takes its samplers' calls (the `lease` and `report_many` a
-PromptQueue answers, same arguments, same answers: a sampler does not know which it talks to) and
+PromptQueue answers, same arguments, same answers: a sampler does not know which it talks to; a lease ask
+riding a report is answered after the report, from the next combined lease) and
 forwards them combined: every ask that came since its last lease call in one `lease_batch`, every report
 in one `report_batch`, one call of each kind out at a time, each leaving a short window after the first
 call it carries came (group commit: the busier the node, the more a call carries).
@@ -92,7 +93,7 @@ class Relay:
             self._spawn(self._lease_loop())
         return await fut
 
-    async def report_many(self, sampler_id: str, reports: list) -> list[bool]:
+    async def report_many(self, sampler_id: str, reports: list, lease: Optional[tuple] = None):
         fut = asyncio.get_running_loop().create_future()
         self.reports.append((sampler_id, reports, fut))
         self.counts["reports"] += 1
@@ -102,7 +103,10 @@ class Relay:
         out = await fut
         if isinstance(out, BaseException):  # what the scheduler raised for this sampler's report
             raise out
-        return out
+        if lease is None:
+            return out
+        # the ask that rode the report goes to the queue in the next combined lease, after the report
+        return out, await self.lease(sampler_id, *lease, 0.0)
 
     async def stats(self) -> dict:
         return dict(self.counts, waiting=len(self.waiting))

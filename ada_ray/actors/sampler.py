@@ -36,8 +36,10 @@ class RayQueueLink:
     def lease(self, sampler_id: str, max_items: int, max_samples: int, wait_s: float):
         return self.handle.lease.remote(sampler_id, max_items, max_samples, wait_s)
 
-    def report_many(self, sampler_id: str, reports: list):
-        return self.handle.report_many.remote(sampler_id, reports)
+    def report_many(self, sampler_id: str, reports: list, lease: Optional[tuple] = None):
+        if lease is None:
+            return self.handle.report_many.remote(sampler_id, reports)
+        return self.handle.report_many.remote(sampler_id, reports, lease)
 
     def wait(self, pending: list, timeout: float) -> tuple[list, list]:
         return ray.wait(pending, num_returns=len(pending), timeout=timeout)
@@ -67,7 +69,8 @@ class Sampler:
                                 capacity=2 * self.cfg.sampler.max_num_seqs, version=version,
                                 payloads=RayPayloadStore(payload_owner)
                                 if self.cfg.sampler.payload_transport == "object_store" else None,
-                                max_staleness=self.cfg.trainer.max_staleness)
+                                max_staleness=self.cfg.trainer.max_staleness,
+                                asks_ride_reports=self.cfg.sampler.leases_ride_reports)
         self.thread = threading.Thread(target=self.loop.run, name=f"sampler-{sampler_id}", daemon=True)
         self.thread.start()
 

@@ -14,6 +14,13 @@ than `capacity` samples behind (scoring catches up first). An empty answer is fo
 of `empty_backoff_s` unless the loop's state changes (no spinning on an empty queue); a call the
 queue does not answer within its wait plus `answer_timeout_s` is an error, named, that the loop
 dies of. No Ray here: the queue is a `QueueLink`.
+
+Asks ride reports (`report_coming` given, sampler.leases_ride_reports): while the report pipeline holds
+finished work not yet sent and the engine is at least half full, the feeder leaves its ask to that
+report (`claim`: the pipeline's report call carries it, `adopt`: its answer comes here): one queue call
+where a report and a lease made two, and the next round the report makes can come straight back. An
+engine under half full, or no report coming, and the feeder asks by itself at once, as before; a ridden
+ask that comes back empty is followed by the feeder's own long poll, not a pause.
 """
 
 from __future__ import annotations
@@ -38,7 +45,10 @@ class LeaseFeeder:
     poll_s = 0.05  # the thread's longest sleep between looking at its state (close, changes)
 
     def __init__(self, sampler_id: str, queue: QueueLink, capacity: int,
-                 scoring_behind: Callable[[], bool], wake_loop: Callable[[], None]):
+                 scoring_behind: Callable[[], bool], wake_loop: Callable[[], None],
+                 report_coming: Optional[Callable[[], bool]] = None):
+        """`report_coming`: whether the report pipeline holds finished work not yet sent (None: asks never
+        ride reports)."""
         self.id = sampler_id
         self.queue = queue
         self.capacity = capacity
@@ -46,14 +56,16 @@ class LeaseFeeder:
         self.scoring_behind = scoring_behind
         self.wake_loop = wake_loop
         self.error: Optional[str] = None
-        self.stats = {"lease_calls": 0, "leased_items": 0, "empty_leases": 0}
+        self.report_coming = report_coming
+        self.stats = {"lease_calls": 0, "leased_items": 0, "empty_leases": 0, "asks_on_reports": 0}
         self._cv = threading.Condition()
         self._inbox: list[WorkItem] = []
         self._held = 0  # samples handed out (inbox or engine) and not yet finished or dropped
         self._active = False  # the loop wants work (sampling, weights whole)
         self._stop_signal = False  # the queue answered Signal.STOP (cleared when the loop wants work again)
         self._retry_at = 0.0  # after an empty answer: no call before this (monotonic clock)
-        self._calling = False  # a lease call is out
+        self._calling = False  # a lease call is out (the feeder's own, or an ask riding a report)
+        self._ridden: Any = None  # the pending report call an ask rode, adopted and not yet answered
         self._queue_holds = False  # ... and the queue has not answered it yet
         self._closed = False
         self._thread = threading.Thread(target=self._run, name=f"sampler-{sampler_id}-leases", daemon=True)
@@ -116,24 +128,67 @@ class LeaseFeeder:
         if self._thread is not threading.current_thread():
             self._thread.join(timeout=self.poll_s + 5.0)
 
+    # -- the report pipeline's side: an ask rides a report --------------------------------------
+
+    def claim(self) -> Optional[tuple[int, int]]:
+        """Called by the report pipeline just before it sends a report: if an ask is due and the engine at
+        least half full (the ask the feeder leaves to a report), it is the report's to carry:
+        (max_items, max_samples) to send with it, and `adopt` (or `unclaim`) must follow; else None."""
+        with self._cv:
+            if not (self._ask_due() and self._engine_full_enough()):
+                return None  # none due, or the engine is under half full: the feeder's own long poll asks
+            self._calling, self._queue_holds = True, False
+            self.stats["asks_on_reports"] += 1
+            return (1_000_000, self.room())
+
+    def adopt(self, pending: Any) -> None:
+        """The claimed ask went out with this report call: its answer (report answers, lease answer) is
+        this thread's to take."""
+        with self._cv:
+            self._ridden = pending
+            self._cv.notify_all()
+
+    def unclaim(self) -> None:
+        """The report carrying the claimed ask could not be sent: the feeder asks by itself."""
+        with self._cv:
+            self._calling = False
+            self._cv.notify_all()
+
+    def nudge(self) -> None:
+        """The report pipeline's backlog changed: look again whether to ask now."""
+        with self._cv:
+            self._cv.notify_all()
+
     # -- the feeder's thread -------------------------------------------------------------------
 
+    def _ask_due(self) -> bool:
+        """An ask should go out now, by the feeder or riding a report (under the lock)."""
+        return (self._active and not self._stop_signal and not self._closed and not self._calling
+                and self.room() >= self.min_room and time.monotonic() >= self._retry_at)
+
     def _due(self) -> bool:
-        """A lease call should go out now (under the lock)."""
-        return (self._active and not self._stop_signal and not self._closed and self.room() >= self.min_room
-                and time.monotonic() >= self._retry_at)
+        """The feeder should make a lease call itself now (under the lock): an ask is due and no report
+        that could carry it is coming while the engine is at least half full."""
+        return self._ask_due() and not (self.report_coming is not None and self._engine_full_enough()
+                                        and self.report_coming())
+
+    def _engine_full_enough(self) -> bool:
+        """At least half the capacity is in the engine or on its way: an ask can wait for a report."""
+        return self._held >= self.capacity // 2
 
     def _run(self) -> None:
         try:
             while True:
                 with self._cv:
-                    while not self._closed and not self._due():
+                    while not self._closed and not self._due() and self._ridden is None:
                         self._cv.wait(self.poll_s)
                     if self._closed:
                         return
-                    room = self.room()
-                    self._calling, self._queue_holds = True, False
-                answer = self._call(room, self.lease_wait_s)
+                    ridden, self._ridden = self._ridden, None
+                    if ridden is None:
+                        room = self.room()
+                        self._calling, self._queue_holds = True, False
+                answer = self._call(room, self.lease_wait_s) if ridden is None else self._ride_answer(ridden)
                 with self._cv:
                     self._calling = False
                     if answer is None:  # closed while waiting
@@ -144,9 +199,11 @@ class LeaseFeeder:
                         self._inbox.extend(answer)
                         self._held += sum(it.num_samples for it in answer)
                         self.stats["leased_items"] += len(answer)
-                    else:
+                    elif ridden is None:
                         self.stats["empty_leases"] += 1
                         self._retry_at = time.monotonic() + self.empty_backoff_s
+                    # an empty (or failed) ridden ask was answered at once, not held: the feeder's own
+                    # long poll follows without a pause
                     self._cv.notify_all()
                 if answer:
                     self.wake_loop()
@@ -156,6 +213,25 @@ class LeaseFeeder:
                 self._calling = False
                 self._cv.notify_all()
             self.wake_loop()
+
+    def _ride_answer(self, pending: Any) -> Any:
+        """The lease answer of a report call an ask rode ([] if the report failed: the report pipeline
+        raises that; None if closed meanwhile)."""
+        deadline = time.monotonic() + self.answer_timeout_s
+        while True:
+            ready, _ = self.queue.wait([pending], self.poll_s)
+            if ready:
+                try:
+                    return self.queue.get(pending)[1]
+                except Exception:  # noqa: BLE001 - the report's error: the report pipeline's to raise
+                    return []
+            with self._cv:
+                if self._closed:
+                    return None
+                self._queue_holds = True
+                self._cv.notify_all()
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"report call carrying a lease ask unanswered after {self.answer_timeout_s:g}s")
 
     def _call(self, room: int, wait_s: float) -> Any:
         """One lease call and its answer (None if closed meanwhile); raises past the deadline."""

@@ -6,7 +6,7 @@ Ray shell (sampler.py) supplies `RayQueueLink`, the tests the fakes in tests/act
 
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence
+from typing import Any, Optional, Protocol, Sequence
 
 from ada_ray.algo.types import Sample
 
@@ -17,8 +17,9 @@ class QueueLink(Protocol):
     def lease(self, sampler_id: str, max_items: int, max_samples: int, wait_s: float) -> Any:
         """Pending list[WorkItem] (possibly empty) or Signal.STOP."""
 
-    def report_many(self, sampler_id: str, reports: list[tuple[int, list[Sample]]]) -> Any:
-        """Pending list[bool]; getting it raises what the scheduler raised."""
+    def report_many(self, sampler_id: str, reports: list[tuple[int, list[Sample]]], lease: Optional[tuple] = None) -> Any:
+        """Pending list[bool]; getting it raises what the scheduler raised. `lease` (max_items, max_samples):
+        a lease ask rides the report; the answer is then (list[bool], the items ready now or Signal.STOP)."""
 
     def wait(self, pending: list, timeout: float) -> tuple[list, list]:
         """(ready, not ready) once all are ready or `timeout` seconds have passed (0: do not wait)."""

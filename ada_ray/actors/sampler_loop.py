@@ -42,9 +42,12 @@ class SamplerLoop:
     stop_flush_s = 10.0  # how long a stop waits for the last reports to be scored, sent and answered
 
     def __init__(self, sampler_id: str, engine: Engine, queue: QueueLink, scorer: Scorer, capacity: int,
-                 version: int = 0, payloads: Optional[PayloadStore] = None, max_staleness: int = 0):
+                 version: int = 0, payloads: Optional[PayloadStore] = None, max_staleness: int = 0,
+                 asks_ride_reports: bool = True):
         """`max_staleness`: the run's (trainer.max_staleness): once the weights are that many versions (and
-        one more) past a payload batch's samples, no cohort can train them and the batch is dropped."""
+        one more) past a payload batch's samples, no cohort can train them and the batch is dropped.
+        `asks_ride_reports` (sampler.leases_ride_reports): the feeder's lease asks go out with the report
+        calls when one is coming (sampler_leases.py)."""
         self.id = sampler_id
         self.engine = engine
         self.version = version
@@ -61,7 +64,10 @@ class SamplerLoop:
         self.payloads = payloads
         self.max_staleness = max_staleness
         self.reports = ReportPipeline(sampler_id, queue, scorer, payloads)
-        self.feeder = LeaseFeeder(sampler_id, queue, capacity, self._scoring_behind, self._wake)
+        self.feeder = LeaseFeeder(sampler_id, queue, capacity, self._scoring_behind, self._wake,
+                                  self._report_coming if asks_ride_reports else None)
+        if asks_ride_reports:
+            self.reports.carry_asks(self.feeder)
         # busy_s: engine steps; lease_s: adding leased work to the engine; cpu_s: the loop thread's
         # CPU time (what other processes on the machine take does not count there)
         self.stats_ = {"busy_s": 0.0, "idle_s": 0.0, "update_s": 0.0, "lease_s": 0.0, "cpu_s": 0.0, "steps": 0,
@@ -229,6 +235,10 @@ class SamplerLoop:
     def _scoring_behind(self) -> bool:
         return self.reports.backlog_samples > self.capacity
 
+    def _report_coming(self) -> bool:
+        """Finished work handed to the report pipeline and not yet sent: a lease ask can ride it."""
+        return self.reports.backlog_samples > 0
+
     def _add_leased(self) -> None:
         items, stop = self.feeder.take()
         for it in items:
@@ -253,11 +263,11 @@ class SamplerLoop:
             item, start_version = entry
             done += item.num_samples
             jobs.append(Job.work(item, start_version, f.completions))
+        if jobs:  # first: the feeder, told of the room next, sees a report coming that its ask can ride
+            self.reports.put(jobs)
         if done:
             self.inflight_samples -= done
             self.feeder.finished(done)
-        if jobs:
-            self.reports.put(jobs)
 
     def _eval_job(self, f: Finished) -> Job:
         batch_id, i = self.evals.pop(f.request_id)

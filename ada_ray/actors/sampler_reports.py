@@ -11,6 +11,9 @@ SampleBlock of columns an item (algo/payloads.py, algo/types.py). It looks at th
 `answer_poll_s` (and at once while a flush waits), so a scheduler error still surfaces (`error`, which
 the loop raises and dies of).
 
+When the sampler's LeaseFeeder is attached (`carry_asks`), a report call also carries the feeder's
+lease ask whenever one is due (sampler_leases.py): one queue call where there were two.
+
 Guarantees: reports leave in the order the loop handed the items over; a reward function that
 raises, hangs or returns junk scores 0 with reward_error (SafeScorer), and so does every completion
 of a batch whose scorer call itself fails, so nothing handed over is ever dropped; `close` sends
@@ -96,6 +99,7 @@ class ReportPipeline:
         self._abandon = False
         self._flushing = 0  # flush calls waiting
         self._collected_at = 0.0  # when the thread last looked at the answers
+        self.leases: Any = None  # the LeaseFeeder whose due asks ride this pipeline's reports (carry_asks)
         self._thread = threading.Thread(target=self._run, name=f"sampler-{sampler_id}-reports", daemon=True)
         self._thread.start()
 
@@ -109,6 +113,10 @@ class ReportPipeline:
             self._jobs.extend(jobs)
             self._backlog += sum(len(j.completions) for j in jobs)
             self._cv.notify_all()
+
+    def carry_asks(self, feeder: Any) -> None:
+        """Let report calls carry `feeder`'s lease asks (LeaseFeeder.claim / adopt / unclaim / nudge)."""
+        self.leases = feeder
 
     @property
     def backlog_samples(self) -> int:
@@ -234,11 +242,25 @@ class ReportPipeline:
             self.stats["samples"] += len(samples)
             self.stats["tokens"] += sum(len(c.token_ids) for c in j.completions)
             self.stats["reward_errors"] += sum(1 for _, failed in mine if failed)
+        # an ask is claimed before the backlog falls: the feeder, which leaves its asks to a coming report,
+        # must not start one of its own in between
+        ask = self.leases.claim() if reports and self.leases is not None else None
         with self._cv:
             self._backlog -= len(scores)
+        if self.leases is not None and ask is None:
+            self.leases.nudge()
         if reports:
             t0 = time.perf_counter()
-            self._unanswered.append(self.queue.report_many(self.id, reports))
+            try:
+                pending = (self.queue.report_many(self.id, reports, ask) if ask is not None
+                           else self.queue.report_many(self.id, reports))
+            except BaseException:
+                if ask is not None:
+                    self.leases.unclaim()
+                raise
+            if ask is not None:
+                self.leases.adopt(pending)
+            self._unanswered.append(pending)
             self.stats["report_s"] += time.perf_counter() - t0
             self.stats["report_calls"] += 1
 

@@ -11,8 +11,10 @@ rate); the bench process plays the driver (wait for cohort c, check it, set vers
 The batch grows with the fan-out (`prompts_per_sampler` x S prompts a step, at least `batch`): a cluster
 of 256 samplers runs larger steps than one of 8, and a fixed small batch would leave most samplers idle
 (the cohort pipeline, not the queue, would set the rate). Samplers lease as the real sampler's feeder
-does (`leases=feeder`): one call that the queue answers at once from ready work or holds until work
-appears, a pause after an empty answer; `leases=probe` is this bench's earlier pattern (an ask answered
+does with sampler.leases_ride_reports = false (`leases=feeder`): one call that the queue answers at once from ready work or holds until work
+appears, a pause after an empty answer; `leases=ride` as the sampler does by default
+(sampler.leases_ride_reports): the next ask rides each report call, answered at once, and a lease call of
+its own only when that answer was empty; `leases=probe` is this bench's earlier pattern (an ask answered
 at once, then a long poll when it came back empty: two calls where the feeder makes one).
 
 Recorded per pair: work items served per second, lease and report latency p50/p99 (as the samplers see
@@ -50,7 +52,7 @@ from ada_ray.bench.common import write_result
 from ada_ray.config import load_config, to_dict
 
 TRANSPORTS = ("inline", "object_store", "object_store_samples")
-LEASE_MODES = ("feeder", "probe")
+LEASE_MODES = ("feeder", "probe", "ride")
 PROMPT_TOKENS = 32  # token ids per synthetic prompt (they live outside the queue: the prompt table)
 COMPLETION_TOKENS = 8  # per synthetic sample
 SERVICE_CAP = 4.0  # a simulated generation takes at most this many times the mean service time
@@ -74,7 +76,7 @@ class SimSamplers:
 
     def __init__(self, shards: list, first_id: int, n: int, service_ms: float, max_items: int, seed: int,
                  transport: str = "inline", completion_tokens: int = COMPLETION_TOKENS,
-                 owner_name: Optional[str] = None, max_staleness: int = 2, lease_mode: str = "feeder"):
+                 owner_name: Optional[str] = None, max_staleness: int = 2, lease_mode: str = "ride"):
         """`owner_name`: this actor's name in OWNERS_NAMESPACE (it owns its samplers' payload batches and
         serves them by `payload_refs`, as a Sampler does); batches expire as the leased work's version
         passes them (a real sampler expires them as its weights do)."""
@@ -91,6 +93,7 @@ class SimSamplers:
         self.empty_leases = 0
         self.polls = 0
         self.lease_calls = 0  # every lease call, long polls included
+        self.asks_on_reports = 0  # asks that rode a report call (leases=ride)
         self.rates: dict[str, float] = {}
         if transport not in TRANSPORTS:
             raise ValueError(f"bench scale: transport {transport!r}: expected one of {', '.join(TRANSPORTS)}")
@@ -142,7 +145,7 @@ class SimSamplers:
         q = self.queue_of[sid]
         w, t0 = time.time(), time.perf_counter()
         self.lease_calls += 1
-        if self.lease_mode == "feeder":
+        if self.lease_mode in ("feeder", "ride"):
             items = await q.lease.remote(sid, self.max_items, None, LeaseFeeder.lease_wait_s)
             if items and items != Signal.STOP:
                 self.lease_s.append((w, time.perf_counter() - t0))
@@ -159,9 +162,11 @@ class SimSamplers:
         return await q.lease.remote(sid, self.max_items, None, LeaseFeeder.lease_wait_s)
 
     async def _one(self, sid: str) -> None:
-        """Lease (`_lease`), pause LeaseFeeder.empty_backoff_s after an empty answer, "generate", report."""
+        """Lease (`_lease`, unless the last report's ridden ask brought work), pause
+        LeaseFeeder.empty_backoff_s after an empty answer, "generate", report."""
+        ridden: list = []
         while not self.stopping:
-            items = await self._lease(sid)
+            items, ridden = ridden or await self._lease(sid), []
             if items == Signal.STOP:
                 return
             if not items:
@@ -174,7 +179,16 @@ class SimSamplers:
             await asyncio.sleep(self.service_time())
             reports = self._reports(sid, items)
             w, t0 = time.time(), time.perf_counter()
-            await self.queue_of[sid].report_many.remote(sid, reports)
+            if self.lease_mode == "ride":
+                self.asks_on_reports += 1
+                _, ridden = await self.queue_of[sid].report_many.remote(sid, reports, (self.max_items, None))
+                if ridden == Signal.STOP:
+                    self.served += len(items)
+                    return
+                if ridden:  # a lease's latency: the round trip of the call that brought the work
+                    self.lease_s.append((w, time.perf_counter() - t0))
+            else:
+                await self.queue_of[sid].report_many.remote(sid, reports)
             self.report_s.append((w, time.perf_counter() - t0))
             self.served += len(items)
 
@@ -190,7 +204,8 @@ class SimSamplers:
 
     def stats(self) -> dict:
         return {"served": self.served, "lease_s": self.lease_s, "report_s": self.report_s,
-                "empty_leases": self.empty_leases, "polls": self.polls, "lease_calls": self.lease_calls}
+                "empty_leases": self.empty_leases, "polls": self.polls, "lease_calls": self.lease_calls,
+                "asks_on_reports": self.asks_on_reports}
 
 
 @ray.remote(num_cpus=0, max_concurrency=1000)
@@ -285,7 +300,7 @@ def _kill(queue, shard_handles: list) -> None:
 def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, service_ms: float, hosts: int,
              max_items: int, batch: int, max_staleness: int, shards: int = 1, seed: int = 0,
              transport: str = "inline", completion_tokens: int = COMPLETION_TOKENS, relay: bool = False,
-             lease_mode: str = "feeder") -> dict:
+             lease_mode: str = "ride") -> dict:
     """One (S, P, K) row: K queue shards (K = 1: the single PromptQueue) built as the Runtime builds them;
     `relay`: each sampler host reaches them through its own QueueRelays (one a shard), as a node's
     samplers do with sampler.queue_relay (a host stands for a node)."""
@@ -362,6 +377,7 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
         "lease_p99_all_ms": 1000 * percentile(lease_all, 0.99),
         "report_p50_ms": 1000 * percentile(report, 0.5), "report_p99_ms": 1000 * percentile(report, 0.99),
         "batch": batch, "lease_calls": sum(o["lease_calls"] for o in outs), "empty_leases": sum(o["empty_leases"] for o in outs),
+        "asks_on_reports": sum(o["asks_on_reports"] for o in outs),
         "long_polls": sum(o["polls"] for o in outs),
         "queue_cpu_share": (cpu1["cpu_s"] - cpu0["cpu_s"]) / elapsed,
         # the queue's CPU cost per item served (its capacity on one core is 1e6 / this)
@@ -441,7 +457,7 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
         prompts: str = "10000,100000,1000000", duration: float = 20.0, service_ms: float = 20.0, hosts: int = 2,
         max_items: int = 64, batch: int = 512, prompts_per_sampler: int = 16, shards: str = "1",
         seed: int = 0, transports: str = "inline,object_store", completion_tokens: int = COMPLETION_TOKENS,
-        relays: str = "0", leases: str = "feeder") -> dict:
+        relays: str = "0", leases: str = "ride") -> dict:
     from ada_ray.driver import cluster as cl
 
     if smoke:
@@ -526,7 +542,7 @@ def chart(path: Path, rows: list[dict]) -> Path:
 
 def format_row(r: dict) -> str:
     return (f"S={r['samplers']:>4} P={r['prompts']:>8,} K={r.get('shards', 1)} {r.get('transport', 'inline'):>12}"
-            f"{' relay' if r.get('relay') else ''}{' probe' if r.get('lease_mode') == 'probe' else ''}: "
+            f"{' relay' if r.get('relay') else ''}{' ' + r['lease_mode'] if r.get('lease_mode', 'feeder') != 'feeder' else ''}: "
             f"{r['items_per_s']:8.0f} items/s, lease p50/p99 "
             f"{r['lease_p50_ms']:.1f}/{r['lease_p99_ms']:.1f} ms, report p50/p99 {r['report_p50_ms']:.1f}/"
             f"{r['report_p99_ms']:.1f} ms, queue CPU {100 * r['queue_cpu_share']:.0f}% ({r['queue_us_per_item']:.0f} us/item), "

@@ -100,11 +100,17 @@ class ScriptedQueue:
         self.lease_refs.append(Ref(self.leases.pop(0) if self.leases else [], ready=not self.hold_leases))
         return self.lease_refs[-1]
 
-    def report_many(self, sampler_id, reports):
+    def report_many(self, sampler_id, reports, lease=None):
+        """`lease`: an ask riding the report, recorded in lease_calls with wait 0 (answered at once from
+        the script); the answer is then (the bools, the lease answer)."""
         if self.report_error is not None:
             return Ref(self.report_error)
         self.reports.extend(reports)
-        return Ref([True] * len(reports), ready=not self.hold_reports)
+        answers = [True] * len(reports)
+        if lease is not None:
+            self.lease_calls.append((sampler_id, *lease, 0.0))
+            answers = (answers, self.leases.pop(0) if self.leases else [])
+        return Ref(answers, ready=not self.hold_reports)
 
     def wait(self, pending, timeout):
         self.wait_calls += 1
@@ -133,12 +139,16 @@ class SchedulerQueue(ScriptedQueue):
                 return Ref(Signal.STOP)
             return Ref(self.sched.lease(sampler_id, max_items, 0.0, max_samples))
 
-    def report_many(self, sampler_id, reports):
+    def report_many(self, sampler_id, reports, lease=None):
         with self.lock:
             try:
-                return Ref([self.sched.report(sampler_id, iid, samples) for iid, samples in reports])
+                answers = [self.sched.report(sampler_id, iid, samples) for iid, samples in reports]
             except Exception as exc:  # noqa: BLE001 - surfaces in the loop, as ray.get would
                 return Ref(exc)
+            if lease is None:
+                return Ref(answers)
+            self.lease_calls.append((sampler_id, *lease, 0.0))
+            return Ref((answers, Signal.STOP if self.stopped else self.sched.lease(sampler_id, lease[0], 0.0, lease[1])))
 
 
 class GatedScorer:

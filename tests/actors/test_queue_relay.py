@@ -158,3 +158,20 @@ def test_asks_through_a_relay_get_stop_once_the_queue_stopped():
         assert await asyncio.gather(relay.lease("s0", 1), relay.lease("s1", 1, None, 5.0)) == [Signal.STOP] * 2
 
     asyncio.run(main())
+
+
+def test_an_ask_riding_a_report_is_answered_after_the_report_from_a_combined_lease():
+    async def main():
+        q = make_queue()
+        h = Handle(q)
+        relay = Relay(h)
+        got = await relay.lease("s0", 1)
+        answers, items = await relay.report_many("s0", [(got[0].item_id, samples(got[0]))], (10, None))
+        assert answers == [True] and len(items) == 3  # the cohort's other three prompts
+        assert len(h.calls["report_batch"]) == 1 and len(h.calls["lease_batch"]) == 2
+        assert h.calls["lease_batch"][1] == ([("s0", 10, None)], 0.0)  # the ridden ask: answered at once
+        assert await relay.report_many("s0", [(it.item_id, samples(it)) for it in items]) == [True] * 3
+        await q.stop()
+        assert await relay.report_many("s0", [], (10, None)) == ([], Signal.STOP)
+
+    asyncio.run(main())

@@ -60,3 +60,67 @@ def test_a_sliver_of_room_is_not_leased():
     assert len(q.lease_calls) == 1 and loop.inflight_samples == 13  # 3 samples of room: no call
     tick(loop, 2)  # item 1 finishes: 16 free
     assert q.lease_calls[1] == ("s0", 1_000_000, 16, 0.5)
+
+
+def _half_full_loop(first_k: int, rest_k: int, **kw):
+    """Item 1 (first_k samples) finishes at the first engine step, item 2 (rest_k) runs on; the scorer
+    holds item 1's report at its gate until the test opens it. Capacity 16: asks from 4 samples of room."""
+    from ada_ray.actors.sampler_loop import SamplerLoop
+    from ada_ray.rewards import SafeScorer
+    from tests.actors.fakes import GatedScorer
+    from tests.actors.loops import LOOPS
+
+    q = ScriptedQueue([[item(1, k=first_k, prompt=(1,)), item(2, k=rest_k, prompt=(2,))], [item(3, k=4, prompt=(1,))]])
+    engine = FakeEngine(first_j_right(), steps_for=lambda p: 1 if p == (1,) else 1000)
+    scorer = GatedScorer(SafeScorer("exact"))
+    loop = SamplerLoop("s0", engine, q, scorer, 16, **kw)
+    loop.idle_sampling_s = loop.idle_paused_s = loop.feeder.poll_s = 0.001
+    loop.feeder.empty_backoff_s = 60.0
+    LOOPS.append(loop)
+    loop.sampling = True
+    for _ in range(5):  # leases items 1 and 2, steps: item 1 finishes, its report waits at the gate
+        tick(loop, 1, flush=False)
+        if scorer.entered.wait(0.2):
+            break
+    assert scorer.entered.is_set() and len(engine.added) == 2
+    return q, engine, scorer, loop
+
+
+def test_an_ask_rides_the_report_while_the_engine_is_at_least_half_full():
+    q, engine, scorer, loop = _half_full_loop(4, 12)  # 12 of 16 still in the engine, 4 of room: an ask is due
+    time.sleep(0.05)
+    assert len(q.lease_calls) == 1  # the feeder leaves it to the report coming
+    scorer.gate.set()
+    wait_until(lambda: len(q.lease_calls) == 2)
+    assert q.lease_calls[1] == ("s0", 1_000_000, 4, 0.0) and [iid for iid, _ in q.reports] == [1]
+    tick(loop, 1)
+    assert [a[0] for a in engine.added] == ["w1", "w2", "w3"]  # the ridden answer's item went to the engine
+    assert loop.stats()["asks_on_reports"] >= 1 and loop.stats()["leased_items"] == 3
+
+
+def test_the_feeder_asks_by_itself_when_the_engine_is_under_half_full():
+    q, engine, scorer, loop = _half_full_loop(12, 4)  # 4 of 16 in the engine: waiting for a report would starve it
+    wait_until(lambda: len(q.lease_calls) == 2)
+    assert q.lease_calls[1] == ("s0", 1_000_000, 12, 0.5) and q.reports == []  # a long poll, before the report
+    assert loop.stats()["asks_on_reports"] == 0
+    scorer.gate.set()
+    loop.reports.flush(2.0)
+
+
+def test_asks_never_ride_reports_when_switched_off():
+    q, engine, scorer, loop = _half_full_loop(4, 12, asks_ride_reports=False)
+    wait_until(lambda: len(q.lease_calls) == 2)
+    assert q.lease_calls[1] == ("s0", 1_000_000, 4, 0.5) and q.reports == []
+    scorer.gate.set()
+    loop.reports.flush(2.0)
+    assert loop.stats()["asks_on_reports"] == 0
+
+
+def test_a_report_that_fails_leaves_the_feeder_alive_and_the_loop_dies_of_the_report():
+    q, engine, scorer, loop = _half_full_loop(4, 12)
+    q.report_error = RuntimeError("scheduler refused the report")
+    scorer.gate.set()
+    wait_until(lambda: loop.reports.error is not None)
+    assert loop.feeder.error is None  # the ridden ask's failure is the report's, not the feeder's
+    loop.run()  # returns when the loop dies
+    assert "report pipeline failed" in loop.error and "scheduler refused" in loop.error

@@ -144,8 +144,8 @@ def test_bench_scale_smoke(ray_cluster, tmp_path):
     for r in d["rows"]:
         assert r["batch"] == max(64, 16 * r["samplers"])  # the step grows with the fan-out
         assert r["items_per_s"] > 0 and r["steps"] >= 1 and r["groups_trained"] == r["batch"] * r["steps"]
-        assert r["lease_mode"] == "feeder" and r["long_polls"] == 0  # one call that may wait, as LeaseFeeder
-        assert r["lease_calls"] > r["empty_leases"]
+        assert r["lease_mode"] == "ride" and r["long_polls"] == 0  # asks ride reports; a call of its own may wait
+        assert r["asks_on_reports"] > 0 and r["lease_calls"] >= r["hosts"]
         assert r["accounting_ok"] and r["stale_samples"] == 0  # admission control and accounting hold
         assert 0 < r["lease_p50_ms"] <= r["lease_p99_ms"] and r["queue_cpu_share"] > 0
         if r["relay"]:  # the samplers' calls reached the queue through relays, combined
@@ -164,7 +164,7 @@ def test_bench_scale_smoke(ray_cluster, tmp_path):
     r = scale.run_pair(4, 2000, folder=tmp_path / "scale_data", duration_s=2.0, service_ms=20.0, hosts=2, max_items=64,
                        batch=64, max_staleness=2, transport="object_store", lease_mode="probe")
     assert r["lease_mode"] == "probe" and r["accounting_ok"] and r["groups_trained"] > 0
-    assert r["lease_calls"] > r["empty_leases"] == r["long_polls"]
+    assert r["lease_calls"] > r["empty_leases"] == r["long_polls"] and r["asks_on_reports"] == 0
 
 
 def test_bench_budget_smoke_and_resume(ray_cluster, tmp_path):
