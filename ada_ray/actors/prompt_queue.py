@@ -147,14 +147,15 @@ class PromptQueue:
 
     async def report_many(self, sampler_id: str, reports: list, lease: Optional[tuple] = None):
         """Apply a sampler's reports: one bool a report (False: its lease had ended). `lease`
-        (max_items, max_samples): the sampler's next ask rides this call (one call where a report and
-        a lease made two; the work its reports just made - a next round - can go straight back to it):
-        the answer is then (the bools, the ready items now: a list, maybe empty, or Signal.STOP). A
-        report the scheduler refuses raises, and nothing is leased."""
+        (max_items, max_samples, wait_s): the sampler's next ask rides this call, after the reports are
+        applied (one call where a report and a lease made two), and is answered as `lease` answers it: the
+        ready items, or, when none is, a wait in line up to wait_s. The answer is then (the bools, the
+        items: a list, maybe empty, or Signal.STOP). A report the scheduler refuses raises, and nothing is
+        leased."""
         answers = self._report([(sampler_id, reports)], raise_errors=True)[0]
         if lease is None:
             return answers
-        return answers, self._lease_or_stop(sampler_id, *lease)
+        return answers, await self.lease(sampler_id, *lease)
 
     async def report_batch(self, batches: list) -> list:
         """A relay's combined report call: `(sampler_id, reports)` pairs, applied in order; one answer a

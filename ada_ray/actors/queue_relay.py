@@ -106,7 +106,7 @@ class Relay:
         if lease is None:
             return out
         # the ask that rode the report goes to the queue in the next combined lease, after the report
-        return out, await self.lease(sampler_id, *lease, 0.0)
+        return out, await self.lease(sampler_id, *lease)
 
     async def stats(self) -> dict:
         return dict(self.counts, waiting=len(self.waiting))

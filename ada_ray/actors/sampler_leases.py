@@ -18,9 +18,10 @@ dies of. No Ray here: the queue is a `QueueLink`.
 Asks ride reports (`report_coming` given, sampler.leases_ride_reports): while the report pipeline holds
 finished work not yet sent and the engine is at least half full, the feeder leaves its ask to that
 report (`claim`: the pipeline's report call carries it, `adopt`: its answer comes here): one queue call
-where a report and a lease made two, and the next round the report makes can come straight back. An
-engine under half full, or no report coming, and the feeder asks by itself at once, as before; a ridden
-ask that comes back empty is followed by the feeder's own long poll, not a pause.
+where a report and a lease made two, and the next round the report makes can come straight back. The
+ridden ask is a long poll like the feeder's own (the queue holds the call up to `lease_wait_s` when it
+has no work; the report in it is applied at once). An engine under half full, or no report coming, and
+the feeder asks by itself at once, as before.
 """
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ from typing import Any, Callable, Optional
 
 from ada_ray.actors.sampler_links import QueueLink
 from ada_ray.algo.types import Signal, WorkItem
+
+
+class _RideFailed(list):
+    """The answer of a ridden ask whose report call failed: no items (an empty list), no pause after it."""
+
+
+_RIDE_FAILED = _RideFailed()
 
 
 class LeaseError(RuntimeError):
@@ -130,16 +138,16 @@ class LeaseFeeder:
 
     # -- the report pipeline's side: an ask rides a report --------------------------------------
 
-    def claim(self) -> Optional[tuple[int, int]]:
+    def claim(self) -> Optional[tuple[int, int, float]]:
         """Called by the report pipeline just before it sends a report: if an ask is due and the engine at
         least half full (the ask the feeder leaves to a report), it is the report's to carry:
-        (max_items, max_samples) to send with it, and `adopt` (or `unclaim`) must follow; else None."""
+        (max_items, max_samples, wait_s) to send with it, and `adopt` (or `unclaim`) must follow; else None."""
         with self._cv:
             if not (self._ask_due() and self._engine_full_enough()):
                 return None  # none due, or the engine is under half full: the feeder's own long poll asks
             self._calling, self._queue_holds = True, False
             self.stats["asks_on_reports"] += 1
-            return (1_000_000, self.room())
+            return (1_000_000, self.room(), self.lease_wait_s)
 
     def adopt(self, pending: Any) -> None:
         """The claimed ask went out with this report call: its answer (report answers, lease answer) is
@@ -199,11 +207,11 @@ class LeaseFeeder:
                         self._inbox.extend(answer)
                         self._held += sum(it.num_samples for it in answer)
                         self.stats["leased_items"] += len(answer)
-                    elif ridden is None:
+                    elif answer is not _RIDE_FAILED:
                         self.stats["empty_leases"] += 1
                         self._retry_at = time.monotonic() + self.empty_backoff_s
-                    # an empty (or failed) ridden ask was answered at once, not held: the feeder's own
-                    # long poll follows without a pause
+                    # a report that failed carried no ask (the report pipeline raises its error): the
+                    # feeder asks by itself, without a pause
                     self._cv.notify_all()
                 if answer:
                     self.wake_loop()
@@ -215,23 +223,24 @@ class LeaseFeeder:
             self.wake_loop()
 
     def _ride_answer(self, pending: Any) -> Any:
-        """The lease answer of a report call an ask rode ([] if the report failed: the report pipeline
-        raises that; None if closed meanwhile)."""
-        deadline = time.monotonic() + self.answer_timeout_s
+        """The lease answer of a report call an ask rode (_RIDE_FAILED if the report failed: the report
+        pipeline raises that; None if closed meanwhile)."""
+        deadline = time.monotonic() + self.lease_wait_s + self.answer_timeout_s
         while True:
             ready, _ = self.queue.wait([pending], self.poll_s)
             if ready:
                 try:
                     return self.queue.get(pending)[1]
                 except Exception:  # noqa: BLE001 - the report's error: the report pipeline's to raise
-                    return []
+                    return _RIDE_FAILED
             with self._cv:
                 if self._closed:
                     return None
                 self._queue_holds = True
                 self._cv.notify_all()
             if time.monotonic() > deadline:
-                raise TimeoutError(f"report call carrying a lease ask unanswered after {self.answer_timeout_s:g}s")
+                raise TimeoutError(f"report call carrying a lease ask unanswered after "
+                                   f"{self.lease_wait_s + self.answer_timeout_s:g}s")
 
     def _call(self, room: int, wait_s: float) -> Any:
         """One lease call and its answer (None if closed meanwhile); raises past the deadline."""

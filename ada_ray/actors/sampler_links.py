@@ -18,8 +18,9 @@ class QueueLink(Protocol):
         """Pending list[WorkItem] (possibly empty) or Signal.STOP."""
 
     def report_many(self, sampler_id: str, reports: list[tuple[int, list[Sample]]], lease: Optional[tuple] = None) -> Any:
-        """Pending list[bool]; getting it raises what the scheduler raised. `lease` (max_items, max_samples):
-        a lease ask rides the report; the answer is then (list[bool], the items ready now or Signal.STOP)."""
+        """Pending list[bool]; getting it raises what the scheduler raised. `lease` (max_items, max_samples,
+        wait_s): a lease ask rides the report, answered as `lease` would answer it; the answer is then
+        (list[bool], the lease's answer)."""
 
     def wait(self, pending: list, timeout: float) -> tuple[list, list]:
         """(ready, not ready) once all are ready or `timeout` seconds have passed (0: do not wait)."""

@@ -10,15 +10,17 @@ rate); the bench process plays the driver (wait for cohort c, check it, set vers
 
 The batch grows with the fan-out (`prompts_per_sampler` x S prompts a step, at least `batch`): a cluster
 of 256 samplers runs larger steps than one of 8, and a fixed small batch would leave most samplers idle
-(the cohort pipeline, not the queue, would set the rate). Samplers lease as the real sampler's feeder
-does with sampler.leases_ride_reports = false (`leases=feeder`): one call that the queue answers at once from ready work or holds until work
-appears, a pause after an empty answer; `leases=ride` as the sampler does by default
-(sampler.leases_ride_reports): the next ask rides each report call, answered at once, and a lease call of
-its own only when that answer was empty; `leases=probe` is this bench's earlier pattern (an ask answered
-at once, then a long poll when it came back empty: two calls where the feeder makes one).
+(the cohort pipeline, not the queue, would set the rate). Samplers lease as the real sampler does
+(`leases=ride`, sampler.leases_ride_reports): each report call carries the sampler's next ask, which the
+queue answers as a lease call (ready work at once, else a wait in line up to LeaseFeeder.lease_wait_s);
+a lease call of its own only for the first ask and after a pause that followed an empty answer.
+`leases=feeder`: every ask a lease call of its own (the feeder with sampler.leases_ride_reports = false),
+a pause after an empty answer; `leases=probe`: this bench's earlier pattern (an ask answered at once,
+then a long poll when it came back empty: two calls where the feeder makes one).
 
 Recorded per pair: work items served per second, lease and report latency p50/p99 (as the samplers see
-them; a lease's: feeder, the round trip of a call that brought work, any wait for work included; probe,
+them; a lease's: feeder and ride, the round trip of a call that brought work, any wait for work included
+(ride: a report's too, the combined call's); probe,
 the asking call's, answered at once), the queue process's CPU share, its memory per prompt (RSS after loading P prompts minus RSS after
 loading one batch, over the difference in prompts), the driver's wait per cohort, and two checks:
 admission control (every trained sample came from a policy version >= cohort - max_staleness) and the
@@ -179,14 +181,18 @@ class SimSamplers:
             await asyncio.sleep(self.service_time())
             reports = self._reports(sid, items)
             w, t0 = time.time(), time.perf_counter()
-            if self.lease_mode == "ride":
+            if self.lease_mode == "ride":  # the next ask rides the report, a long poll as the feeder's
                 self.asks_on_reports += 1
-                _, ridden = await self.queue_of[sid].report_many.remote(sid, reports, (self.max_items, None))
+                _, ridden = await self.queue_of[sid].report_many.remote(
+                    sid, reports, (self.max_items, None, LeaseFeeder.lease_wait_s))
                 if ridden == Signal.STOP:
                     self.served += len(items)
                     return
                 if ridden:  # a lease's latency: the round trip of the call that brought the work
                     self.lease_s.append((w, time.perf_counter() - t0))
+                else:
+                    self.empty_leases += 1
+                    await asyncio.sleep(LeaseFeeder.empty_backoff_s)
             else:
                 await self.queue_of[sid].report_many.remote(sid, reports)
             self.report_s.append((w, time.perf_counter() - t0))

@@ -101,14 +101,14 @@ class ScriptedQueue:
         return self.lease_refs[-1]
 
     def report_many(self, sampler_id, reports, lease=None):
-        """`lease`: an ask riding the report, recorded in lease_calls with wait 0 (answered at once from
-        the script); the answer is then (the bools, the lease answer)."""
+        """`lease`: an ask riding the report (max_items, max_samples, wait_s), recorded in lease_calls and
+        answered from the script; the answer is then (the bools, the lease answer)."""
         if self.report_error is not None:
             return Ref(self.report_error)
         self.reports.extend(reports)
         answers = [True] * len(reports)
         if lease is not None:
-            self.lease_calls.append((sampler_id, *lease, 0.0))
+            self.lease_calls.append((sampler_id, *lease))
             answers = (answers, self.leases.pop(0) if self.leases else [])
         return Ref(answers, ready=not self.hold_reports)
 
@@ -147,7 +147,7 @@ class SchedulerQueue(ScriptedQueue):
                 return Ref(exc)
             if lease is None:
                 return Ref(answers)
-            self.lease_calls.append((sampler_id, *lease, 0.0))
+            self.lease_calls.append((sampler_id, *lease))
             return Ref((answers, Signal.STOP if self.stopped else self.sched.lease(sampler_id, lease[0], 0.0, lease[1])))
 
 

@@ -1,6 +1,6 @@
 """PromptQueue.report_many with a lease ask riding it: the reports are applied first, then the ask is
-answered at once from the ready work (the items, [] or Signal.STOP, never a wait); a refused report
-raises and leases nothing."""
+answered as a lease call answers it (the ready items; else a wait in line up to its wait, [] at its end;
+Signal.STOP once stopped); a refused report raises and leases nothing."""
 
 import asyncio
 
@@ -49,5 +49,23 @@ def test_a_refused_report_raises_and_leases_nothing():
         with pytest.raises(SchedulerError, match="reported 1 samples"):
             await q.report_many("s0", [(first[0].item_id, all_wrong(first[0])[:1])], (10, None))
         assert (await q.stats())["leased_by"] == {"s0": 1}  # the other prompt's item was not handed out
+
+    asyncio.run(main())
+
+
+def test_a_ridden_ask_with_nothing_ready_waits_in_line_like_a_lease_call():
+    async def main():
+        q = make_queue()
+        a, b = await q.lease("s0", 1), await q.lease("s1", 1)
+        ride = asyncio.create_task(q.report_many("s0", [], (10, None, 5.0)))
+        await asyncio.sleep(0.05)
+        assert not ride.done()  # nothing ready: the call waits for work, its (empty) report applied
+        assert await q.report_many("s1", [(b[0].item_id, all_wrong(b[0]))]) == [True]
+        answers, items = await asyncio.wait_for(ride, 2.0)
+        assert answers == [] and [(it.prompt_id, it.round) for it in items] == [(b[0].prompt_id, 1)]
+        assert (await q.stats())["leased_by"] == {"s0": 2}
+        late = await q.report_many("s0", [], (10, None, 0.05))  # a wait that ends with nothing: []
+        assert late == ([], [])
+        assert len(a) == 1
 
     asyncio.run(main())

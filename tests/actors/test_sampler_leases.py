@@ -92,7 +92,8 @@ def test_an_ask_rides_the_report_while_the_engine_is_at_least_half_full():
     assert len(q.lease_calls) == 1  # the feeder leaves it to the report coming
     scorer.gate.set()
     wait_until(lambda: len(q.lease_calls) == 2)
-    assert q.lease_calls[1] == ("s0", 1_000_000, 4, 0.0) and [iid for iid, _ in q.reports] == [1]
+    assert q.lease_calls[1] == ("s0", 1_000_000, 4, 0.5) and [iid for iid, _ in q.reports] == [1]
+    assert loop.stats()["lease_calls"] == 1  # the ask went with the report: no lease call of its own
     tick(loop, 1)
     assert [a[0] for a in engine.added] == ["w1", "w2", "w3"]  # the ridden answer's item went to the engine
     assert loop.stats()["asks_on_reports"] >= 1 and loop.stats()["leased_items"] == 3
