@@ -13,7 +13,9 @@ of 256 samplers runs larger steps than one of 8, and a fixed small batch would l
 (the cohort pipeline, not the queue, would set the rate). Samplers lease as the real sampler does
 (`leases=ride`, sampler.leases_ride_reports): each report call carries the sampler's next ask, which the
 queue answers as a lease call (ready work at once, else a wait in line up to LeaseFeeder.lease_wait_s);
-a lease call of its own only for the first ask and after a pause that followed an empty answer.
+a lease call of its own only for the first ask and after a pause that followed an empty answer (a
+simulated sampler reports its whole lease at once, so every ask of its rides; a real one's rides while
+its engine is at least half full).
 `leases=feeder`: every ask a lease call of its own (the feeder with sampler.leases_ride_reports = false),
 a pause after an empty answer; `leases=probe`: this bench's earlier pattern (an ask answered at once,
 then a long poll when it came back empty: two calls where the feeder makes one).

@@ -111,6 +111,9 @@ class SystemMeter:
         for i, st in enumerate(cur):
             out[f"sampler/{i}/samples_total"] = float(st["samples"])
             out[f"sampler/{i}/version"] = float(st["version"])
+            # queue calls: lease calls of its own and report calls, and how many reports carried a lease ask
+            for k in ("lease_calls", "report_calls", "asks_on_reports"):
+                out[f"sampler/{i}/{k}_total"] = float(st.get(k, 0))
         out["sampler/replaced_total"] = float(self.rt.replaced)
         q = self.rt.queue_stats()
         out.update({"queue/busy_s_total": q["busy_s"], "queue/calls_total": float(q["calls"]),
