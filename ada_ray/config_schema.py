@@ -175,7 +175,8 @@ class SamplerConfig:
     # per_node, direct (each sampler calls the queue), or auto (per_node from 64 samplers)
     queue_relay: str = "auto"
     # a sampler's lease ask goes out with its next report call when one is coming (one queue call where a
-    # report and a lease made two); false: every ask is a lease call of its own
+    # report and a lease made two); false: every ask is a lease call of its own. Direct calls only: through
+    # a relay (queue_relay) asks never ride (the relay combines them already)
     leases_ride_reports: bool = True
     # custom Ray resources each sampler asks for besides CPUs/GPUs, e.g. {node_a: 1}: only nodes started
     # with `ray start --resources '{"node_a": N}'` host samplers (pin samplers and learners to node pools)

@@ -19,6 +19,7 @@ from typing import Any, Optional
 
 import ray
 
+from ada_ray.actors.queue_relay import asks_ride_reports
 from ada_ray.actors.ray_payloads import RayPayloadStore
 from ada_ray.actors.sampler_loop import SamplerLoop
 from ada_ray.config import from_dict
@@ -70,7 +71,7 @@ class Sampler:
                                 payloads=RayPayloadStore(payload_owner)
                                 if self.cfg.sampler.payload_transport == "object_store" else None,
                                 max_staleness=self.cfg.trainer.max_staleness,
-                                asks_ride_reports=self.cfg.sampler.leases_ride_reports)
+                                asks_ride_reports=asks_ride_reports(self.cfg.sampler))
         self.thread = threading.Thread(target=self.loop.run, name=f"sampler-{sampler_id}", daemon=True)
         self.thread.start()
 

@@ -15,7 +15,8 @@ of 256 samplers runs larger steps than one of 8, and a fixed small batch would l
 queue answers as a lease call (ready work at once, else a wait in line up to LeaseFeeder.lease_wait_s);
 a lease call of its own only for the first ask and after a pause that followed an empty answer (a
 simulated sampler reports its whole lease at once, so every ask of its rides; a real one's rides while
-its engine is at least half full).
+its engine is at least half full, and only on direct calls: with `relays=1` this measures what riding
+would cost through a relay, which the sampler does not do, queue_relay.asks_ride_reports).
 `leases=feeder`: every ask a lease call of its own (the feeder with sampler.leases_ride_reports = false),
 a pause after an empty answer; `leases=probe`: this bench's earlier pattern (an ask answered at once,
 then a long poll when it came back empty: two calls where the feeder makes one).

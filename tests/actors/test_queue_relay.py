@@ -150,6 +150,17 @@ def test_relays_are_used_when_asked_and_by_default_from_64_samplers():
     assert relay_enabled(cfg("per_node", 1)) and not relay_enabled(cfg("direct", 256))
 
 
+def test_asks_ride_reports_only_on_direct_calls_to_the_queue():
+    from ada_ray.actors.queue_relay import asks_ride_reports
+
+    def cfg(mode, n, ride=True):
+        return SimpleNamespace(queue_relay=mode, num_samplers=n, leases_ride_reports=ride)
+
+    assert [asks_ride_reports(cfg("auto", n)) for n in (1, 63, 64)] == [True, True, False]
+    assert asks_ride_reports(cfg("direct", 256)) and not asks_ride_reports(cfg("per_node", 1))
+    assert not asks_ride_reports(cfg("direct", 1, ride=False))
+
+
 def test_asks_through_a_relay_get_stop_once_the_queue_stopped():
     async def main():
         q = make_queue()
