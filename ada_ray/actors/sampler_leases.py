@@ -224,38 +224,34 @@ class LeaseFeeder:
 
     def _ride_answer(self, pending: Any) -> Any:
         """The lease answer of a report call an ask rode (_RIDE_FAILED if the report failed: the report
-        pipeline raises that; None if closed meanwhile)."""
-        deadline = time.monotonic() + self.lease_wait_s + self.answer_timeout_s
-        while True:
-            ready, _ = self.queue.wait([pending], self.poll_s)
-            if ready:
-                try:
-                    return self.queue.get(pending)[1]
-                except Exception:  # noqa: BLE001 - the report's error: the report pipeline's to raise
-                    return _RIDE_FAILED
-            with self._cv:
-                if self._closed:
-                    return None
-                self._queue_holds = True
-                self._cv.notify_all()
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"report call carrying a lease ask unanswered after "
-                                   f"{self.lease_wait_s + self.answer_timeout_s:g}s")
+        pipeline raises that; None if closed meanwhile); raises past the deadline."""
+        if not self._await(pending, self.lease_wait_s, "report call carrying a lease ask"):
+            return None
+        try:
+            return self.queue.get(pending)[1]
+        except Exception:  # noqa: BLE001 - the report's error: the report pipeline's to raise
+            return _RIDE_FAILED
 
     def _call(self, room: int, wait_s: float) -> Any:
         """One lease call and its answer (None if closed meanwhile); raises past the deadline."""
         ref = self.queue.lease(self.id, 1_000_000, room, wait_s)
         self.stats["lease_calls"] += 1
+        if not self._await(ref, wait_s, f"lease call (room {room}, wait {wait_s:g}s)"):
+            return None
+        return self.queue.get(ref)
+
+    def _await(self, pending: Any, wait_s: float, what: str) -> bool:
+        """Wait for a call the queue may hold up to `wait_s`: True once answered, False if the feeder was
+        closed meanwhile; a TimeoutError naming `what` past its wait plus answer_timeout_s."""
         deadline = time.monotonic() + wait_s + self.answer_timeout_s
         while True:
-            ready, _ = self.queue.wait([ref], self.poll_s)
+            ready, _ = self.queue.wait([pending], self.poll_s)
             if ready:
-                return self.queue.get(ref)
+                return True
             with self._cv:
                 if self._closed:
-                    return None
+                    return False
                 self._queue_holds = True
                 self._cv.notify_all()
             if time.monotonic() > deadline:
-                raise TimeoutError(f"lease call (room {room}, wait {wait_s:g}s) unanswered after "
-                                   f"{wait_s + self.answer_timeout_s:g}s")
+                raise TimeoutError(f"{what} unanswered after {wait_s + self.answer_timeout_s:g}s")
