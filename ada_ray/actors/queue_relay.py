@@ -48,8 +48,8 @@ def relay_enabled(sampler_cfg: Any) -> bool:
 def asks_ride_reports(sampler_cfg: Any) -> bool:
     """Whether a sampler's lease asks ride its report calls (sampler.leases_ride_reports): only when it
     calls the queue directly. A relay already combines its node's calls, and asks riding reports split its
-    combined leases into smaller ones (bench scale, 1M prompts: the queue's CPU an item +11% at 64
-    samplers, +31% at 256; BENCHMARKS "Lease asks ride report calls")."""
+    combined leases into smaller ones (bench scale, 1M prompts: the queue's CPU an item +10% at 64
+    samplers, +30% at 256; BENCHMARKS "Lease asks ride report calls")."""
     return bool(sampler_cfg.leases_ride_reports) and not relay_enabled(sampler_cfg)
 
 
