@@ -38,8 +38,6 @@ class RayQueueLink:
         return self.handle.lease.remote(sampler_id, max_items, max_samples, wait_s)
 
     def report_many(self, sampler_id: str, reports: list, lease: Optional[tuple] = None):
-        if lease is None:
-            return self.handle.report_many.remote(sampler_id, reports)
         return self.handle.report_many.remote(sampler_id, reports, lease)
 
     def wait(self, pending: list, timeout: float) -> tuple[list, list]:

@@ -51,6 +51,7 @@ class LeaseFeeder:
     empty_backoff_s = 0.05  # after an empty answer, before asking again (unless the loop's state changes)
     answer_timeout_s = 600.0  # a queue silent this long past a call's wait is stuck: the loop dies, the run heals
     poll_s = 0.05  # the thread's longest sleep between looking at its state (close, changes)
+    max_items = 1_000_000  # an ask is bounded by samples (the room left), not by items
 
     def __init__(self, sampler_id: str, queue: QueueLink, capacity: int,
                  scoring_behind: Callable[[], bool], wake_loop: Callable[[], None],
@@ -147,7 +148,7 @@ class LeaseFeeder:
                 return None  # none due, or the engine is under half full: the feeder's own long poll asks
             self._calling, self._queue_holds = True, False
             self.stats["asks_on_reports"] += 1
-            return (1_000_000, self.room(), self.lease_wait_s)
+            return (self.max_items, self.room(), self.lease_wait_s)
 
     def adopt(self, pending: Any) -> None:
         """The claimed ask went out with this report call: its answer (report answers, lease answer) is
@@ -234,7 +235,7 @@ class LeaseFeeder:
 
     def _call(self, room: int, wait_s: float) -> Any:
         """One lease call and its answer (None if closed meanwhile); raises past the deadline."""
-        ref = self.queue.lease(self.id, 1_000_000, room, wait_s)
+        ref = self.queue.lease(self.id, self.max_items, room, wait_s)
         self.stats["lease_calls"] += 1
         if not self._await(ref, wait_s, f"lease call (room {room}, wait {wait_s:g}s)"):
             return None

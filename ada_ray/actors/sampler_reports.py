@@ -252,8 +252,7 @@ class ReportPipeline:
         if reports:
             t0 = time.perf_counter()
             try:
-                pending = (self.queue.report_many(self.id, reports, ask) if ask is not None
-                           else self.queue.report_many(self.id, reports))
+                pending = self.queue.report_many(self.id, reports, ask)
             except BaseException:
                 if ask is not None:
                     self.leases.unclaim()

@@ -84,7 +84,8 @@ class FakeRuntime:
 
     def sampler_stats(self) -> list[dict]:
         return [{"busy_s": 1.0 * self.version, "idle_s": 0.5 * self.version, "update_s": 0.0, "tokens": self.tokens,
-                 "samples": self.tokens // 3, "version": self.version}]
+                 "samples": self.tokens // 3, "version": self.version, "lease_calls": 2 * self.version,
+                 "report_calls": 3 * self.version, "asks_on_reports": self.version}]
 
     def queue_stats(self) -> dict:
         return {"busy_s": 0.0, "calls": len(self.calls)}

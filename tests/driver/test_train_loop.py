@@ -51,6 +51,7 @@ def test_a_step_waits_trains_then_broadcasts_the_next_version(tmp_path):
     assert m[3]["train/samples_generated_total"] == 24.0  # 3 cohorts x 8 samples
     assert m[3]["sampler/idle_ratio"] == pytest.approx(0.5 / 1.5)  # the step's delta, not the running total
     assert {"time/wait", "time/train", "time/sync", "perf/groups_per_s", "queue/calls_total"} <= set(m[3])
+    assert [m[3][f"sampler/0/{k}_total"] for k in ("lease_calls", "report_calls", "asks_on_reports")] == [6.0, 9.0, 3.0]
 
 
 def test_a_cohort_whose_payloads_were_lost_goes_back_and_its_step_trains_once(tmp_path):
