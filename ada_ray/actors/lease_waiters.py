@@ -5,13 +5,8 @@ When work appears (a report asked for another round, a cohort opened, a lease ex
 serves the waiters first come, first served, only while there is ready work: one wakeup per call
 that gets items. Waking every waiter to let each look again (an event) cost the queue a lease
 attempt per waiting sampler per report: with 256 samplers long-polling, that herd was most of its
-work. Each waiter is one slot, filled once: by `serve` with its items, at its deadline with an
-empty list, or by `stop` / `drop` with a signal.
-
-The PromptQueue is a threaded actor (each call on one of its threads, its state under one lock):
-every method here is called with that lock held, and `wait` releases it while the caller's thread
-sleeps (each waiter has its own condition on the lock, so `serve` wakes exactly the calls it gave
-work to).
+work. Each waiter is one future, resolved once: by `serve` with its items, by its timer with an
+empty list, or by `stop` with Signal.STOP. Runs on the actor's event loop; no locks needed.
 
 A relay's combined call (actors/queue_relay.py) waits as one waiter holding many samplers' asks: it is
 served when at least one of them gets items, and answers every ask (items, [] or, for a sampler
@@ -20,38 +15,20 @@ dropped meanwhile, the drop's signal); the relay asks again for the ones still w
 
 from __future__ import annotations
 
-import threading
-import time
+import asyncio
 from collections import deque
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 
 Ask = tuple  # (sampler_id, max_items, max_samples)
-_UNSET = object()
 
 
+@dataclass
 class Waiter:
-    """One waiting call: its asks (one, or a relay's several), and the slot its answer goes in."""
-
-    __slots__ = ("asks", "combined", "answer_value", "_cond")
-
-    def __init__(self, asks: list, lock: threading.Lock, combined: bool = False):
-        self.asks = asks
-        self.combined = combined  # answers a list, one answer an ask
-        self.answer_value: Any = _UNSET
-        self._cond = threading.Condition(lock)
-
-    @property
-    def done(self) -> bool:
-        return self.answer_value is not _UNSET
-
-    def resolve(self, value: Any) -> bool:
-        """Fill the slot (once) and wake the waiting call; False if it was already filled."""
-        if self.answer_value is not _UNSET:
-            return False
-        self.answer_value = value
-        self._cond.notify()
-        return True
+    asks: list  # one Ask (a sampler's own call) or several (a relay's combined call)
+    future: asyncio.Future
+    combined: bool = False  # answers a list, one answer an ask
 
     def answer(self, lease: Callable[[str, int, Optional[int]], list]) -> Any:
         """What `lease` gives this waiter now: its items (a combined waiter: one answer an ask), or
@@ -63,64 +40,69 @@ class Waiter:
 
 
 class LeaseWaiters:
-    def __init__(self, lock: Optional[threading.Lock] = None) -> None:
-        """`lock`: the one the queue's state is under (every call here holds it)."""
-        self.lock = lock or threading.Lock()
+    def __init__(self) -> None:
         self._waiting: deque[Waiter] = deque()
 
     def __len__(self) -> int:
-        return sum(1 for w in self._waiting if not w.done)
+        return sum(1 for w in self._waiting if not w.future.done())
 
-    def wait(self, sampler_id: str, max_items: int, max_samples: Optional[int], wait_s: float) -> Any:
+    async def wait(self, sampler_id: str, max_items: int, max_samples: Optional[int], wait_s: float) -> Any:
         """Wait up to `wait_s` for `serve` (its items) or `stop` (Signal.STOP); [] when the wait ends."""
-        return self._wait(Waiter([(sampler_id, max_items, max_samples)], self.lock), [], wait_s)
+        return await self._wait(Waiter([(sampler_id, max_items, max_samples)], _future()), [], wait_s)
 
-    def wait_combined(self, asks: list, wait_s: float) -> list:
+    async def wait_combined(self, asks: list, wait_s: float) -> list:
         """Many samplers' asks, waiting as one: up to `wait_s` for `serve` to give items to at least one
         of them; one answer an ask (items, [], or the signal of `stop` / `drop`)."""
-        return self._wait(Waiter(list(asks), self.lock, combined=True), [[] for _ in asks], wait_s)
+        return await self._wait(Waiter(list(asks), _future(), combined=True), [[] for _ in asks], wait_s)
 
-    def _wait(self, w: Waiter, on_timeout: Any, wait_s: float) -> Any:
-        while self._waiting and self._waiting[0].done:  # waits that ended since the last serve
+    async def _wait(self, w: Waiter, on_timeout: Any, wait_s: float) -> Any:
+        while self._waiting and self._waiting[0].future.done():  # waits that ended since the last serve
             self._waiting.popleft()
+        fut = w.future
         self._waiting.append(w)
-        deadline = time.monotonic() + wait_s
-        while not w.done:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                w.resolve(on_timeout)  # skipped (and dropped) by the next serve
-                break
-            w._cond.wait(left)
-        return w.answer_value
+        timer = asyncio.get_running_loop().call_later(wait_s, _resolve, fut, on_timeout)
+        try:
+            return await fut
+        finally:
+            timer.cancel()
 
     def serve(self, lease: Callable[[str, int, Optional[int]], list]) -> int:
         """Hand ready work to the waiters in arrival order until `lease` has none left; how many got items."""
         served = 0
         while self._waiting:
             w = self._waiting[0]
-            if w.done:  # its wait ended
+            if w.future.done():  # its wait ended (timer or cancelled call)
                 self._waiting.popleft()
                 continue
             answer = w.answer(lease)
             if answer is None:
                 break
             self._waiting.popleft()
-            w.resolve(answer)
+            w.future.set_result(answer)
             served += 1
         return served
 
     def stop(self, signal: Any) -> None:
         while self._waiting:
             w = self._waiting.popleft()
-            w.resolve([signal] * len(w.asks) if w.combined else signal)
+            _resolve(w.future, [signal] * len(w.asks) if w.combined else signal)
 
     def drop(self, sampler_id: str, signal: Any) -> int:
         """End the waits of one sampler (gone: never hand it work) with `signal`; how many ended."""
         ended = 0
         for w in self._waiting:
-            if w.done or all(a[0] != sampler_id for a in w.asks):
+            if w.future.done() or all(a[0] != sampler_id for a in w.asks):
                 continue
             # a combined wait ends for all its asks: the others get [] and their relay asks again
-            w.resolve([signal if a[0] == sampler_id else [] for a in w.asks] if w.combined else signal)
+            _resolve(w.future, [signal if a[0] == sampler_id else [] for a in w.asks] if w.combined else signal)
             ended += 1
         return ended
+
+
+def _future() -> asyncio.Future:
+    return asyncio.get_running_loop().create_future()
+
+
+def _resolve(fut: asyncio.Future, value: Any) -> None:
+    if not fut.done():
+        fut.set_result(value)

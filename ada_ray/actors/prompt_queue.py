@@ -1,4 +1,4 @@
-"""PromptQueue actor: the WorkScheduler behind a threaded Ray actor.
+"""PromptQueue actor: the WorkScheduler behind an asyncio Ray actor.
 
 Samplers long-poll `lease` (a call that finds nothing ready waits in line, lease_waiters.py, and is
 served in arrival order as work appears: one wakeup per call that gets work) and report scored samples
@@ -8,12 +8,6 @@ were two). Through a node's QueueRelay many samplers' asks and reports come in o
 Signal.END when no more data or steps, or Signal.TIMEOUT). Leases expire by the clock here;
 `release_sampler` hands a dead sampler's work out again at once. `stop` wakes every waiter with an
 explicit sentinel (Signal.STOP to a lease, Signal.END to a cohort wait).
-
-Threads, not asyncio: each call runs on one of the actor's threads (`queue_threads`: enough for every
-sampler's long poll at once) with the queue's state under one lock, which a waiting call releases while
-it sleeps. Ray serves a call of a threaded actor for ~20-30% less of the process's CPU than one of an
-asyncio actor (no hop onto an event loop and back; BENCHMARKS "The queue on threads"), and every
-sampler's report and lease is such a call.
 
 Once the scheduler holds its prompts and difficulty memory (at start and after a checkpoint load) the
 process's heap is frozen out of the cyclic garbage collector (`settle_heap`): those objects live as long
@@ -31,8 +25,8 @@ could not fetch.
 
 from __future__ import annotations
 
+import asyncio
 import gc
-import threading
 import time
 from typing import Optional
 
@@ -49,13 +43,6 @@ from ada_ray.config import from_dict
 QUEUE_GC_THRESHOLD = (50_000, 10, 10)  # Python's default first generation is 700 new container objects
 
 
-def queue_threads(num_samplers: int) -> int:
-    """The queue actor's threads (Ray's max_concurrency): one for every sampler's long poll (its own
-    lease call or one riding a report) and its report in flight, and a margin for the driver, relays and
-    shards. A call that finds every thread busy waits in Ray until a long poll ends (<= its wait_s)."""
-    return 2 * num_samplers + 32
-
-
 def settle_heap() -> None:
     """Collect garbage once, then move every object alive now out of the cyclic collector's reach
     (gc.freeze): the queue's long-lived state is never walked again by a collection. Reference counting
@@ -68,7 +55,7 @@ def settle_heap() -> None:
     gc.set_threshold(*QUEUE_GC_THRESHOLD)
 
 
-@ray.remote(max_concurrency=queue_threads(8))
+@ray.remote
 class PromptQueue:
     def __init__(self, prompts: list, cfg: dict, estimator_state: Optional[dict] = None,
                  batch_prompts: Optional[int] = None):
@@ -85,9 +72,8 @@ class PromptQueue:
             total_epochs=c.trainer.total_epochs, total_steps=c.trainer.total_steps,
             lease_timeout_s=c.sampler.lease_timeout_s, estimator=est,
         )
-        self.lock = threading.Lock()  # every call's work is done under it (a wait releases it)
-        self.changed = threading.Condition(self.lock)  # wakes the driver's cohort wait
-        self.waiters = LeaseWaiters(self.lock)  # samplers' lease calls waiting for work
+        self.changed = asyncio.Event()  # wakes the driver's cohort wait
+        self.waiters = LeaseWaiters()  # samplers' lease calls waiting for work
         self.retired: set[str] = set()  # sampler ids released for good (killed or replaced): never leased to again
         self.stopped = False
         self.payloads = RayPayloadStore()  # fetches payloads for a checkpoint (owns none)
@@ -99,7 +85,15 @@ class PromptQueue:
     def _notify(self) -> None:
         """Something changed: serve the waiting lease calls, wake the cohort wait."""
         self.waiters.serve(self._lease_now)
-        self.changed.notify_all()
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+    async def _wait_change(self, timeout: float) -> None:
+        ev = self.changed
+        try:
+            await asyncio.wait_for(ev.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
 
     def _lease_now(self, sampler_id: str, max_items: int, max_samples: Optional[int]) -> list:
         t0 = time.perf_counter()
@@ -114,33 +108,27 @@ class PromptQueue:
             return Signal.STOP
         return self._lease_now(sampler_id, max_items, max_samples)
 
-    def lease(self, sampler_id: str, max_items: int, max_samples: Optional[int] = None, wait_s: float = 0.0):
+    async def lease(self, sampler_id: str, max_items: int, max_samples: Optional[int] = None, wait_s: float = 0.0):
         """Up to `max_items` work items; when none is ready, wait in line up to `wait_s` for some
         ([] if none came, Signal.STOP once the queue stops)."""
-        with self.lock:
-            return self._lease_or_wait(sampler_id, max_items, max_samples, wait_s)
-
-    def _lease_or_wait(self, sampler_id: str, max_items: int, max_samples: Optional[int] = None,
-                       wait_s: float = 0.0):
         items = self._lease_or_stop(sampler_id, max_items, max_samples)
         if items or wait_s <= 0:
             return items
-        return self.waiters.wait(sampler_id, max_items, max_samples, wait_s)
+        return await self.waiters.wait(sampler_id, max_items, max_samples, wait_s)
 
-    def lease_batch(self, asks: list, wait_s: float = 0.0) -> list:
+    async def lease_batch(self, asks: list, wait_s: float = 0.0) -> list:
         """A relay's combined lease call: one answer an ask `(sampler_id, max_items, max_samples)`, in
         order (its items, [] or Signal.STOP). When no ask gets work, the call waits in line as one,
         up to `wait_s`, until at least one does."""
-        with self.lock:
-            self.relayed_calls += 1
-            answers = [self._lease_or_stop(*ask) for ask in asks]
-            if wait_s <= 0 or any(answers):
-                return answers
-            return self.waiters.wait_combined(asks, wait_s)
+        self.relayed_calls += 1
+        answers = [self._lease_or_stop(*ask) for ask in asks]
+        if wait_s <= 0 or any(answers):
+            return answers
+        return await self.waiters.wait_combined(asks, wait_s)
 
     def _report(self, batches: list, raise_errors: bool) -> list:
         """Apply `(sampler_id, reports)` pairs in order; one answer a pair (a list of bools), or, unless
-        `raise_errors`, the exception the scheduler raised for that pair in its place. Under the lock."""
+        `raise_errors`, the exception the scheduler raised for that pair in its place."""
         t0 = time.perf_counter()
         out: list = []
         try:
@@ -157,34 +145,28 @@ class PromptQueue:
             self._notify()
         return out
 
-    def report_many(self, sampler_id: str, reports: list, lease: Optional[tuple] = None):
+    async def report_many(self, sampler_id: str, reports: list, lease: Optional[tuple] = None):
         """Apply a sampler's reports: one bool a report (False: its lease had ended). `lease`
         (max_items, max_samples, wait_s): the sampler's next ask rides this call, after the reports are
         applied (one call where a report and a lease made two), and is answered as `lease` answers it: the
         ready items, or, when none is, a wait in line up to wait_s. The answer is then (the bools, the
         items: a list, maybe empty, or Signal.STOP). A report the scheduler refuses raises, and nothing is
         leased."""
-        with self.lock:
-            answers = self._report([(sampler_id, reports)], raise_errors=True)[0]
-            if lease is None:
-                return answers
-            return answers, self._lease_or_wait(sampler_id, *lease)
+        answers = self._report([(sampler_id, reports)], raise_errors=True)[0]
+        if lease is None:
+            return answers
+        return answers, await self.lease(sampler_id, *lease)
 
-    def report_batch(self, batches: list) -> list:
+    async def report_batch(self, batches: list) -> list:
         """A relay's combined report call: `(sampler_id, reports)` pairs, applied in order; one answer a
         pair: what `report_many` returns, or the exception the scheduler raised for that sampler's
         report (the relay raises it in that sampler's call; the others' reports stand)."""
-        with self.lock:
-            self.relayed_calls += 1
-            return self._report(batches, raise_errors=False)
+        self.relayed_calls += 1
+        return self._report(batches, raise_errors=False)
 
-    def cohort_ready(self, index: int, timeout_s: float) -> Signal:
+    async def cohort_ready(self, index: int, timeout_s: float) -> Signal:
         """Wait up to `timeout_s` for cohort `index` without taking it: Signal.READY, END or TIMEOUT
         (a sharded queue's coordinator takes from its shards only once every one is ready)."""
-        with self.lock:
-            return self._cohort_ready(index, timeout_s)
-
-    def _cohort_ready(self, index: int, timeout_s: float) -> Signal:
         deadline = time.monotonic() + timeout_s
         while True:
             status = self.sched.cohort_status(index)
@@ -195,68 +177,61 @@ class PromptQueue:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return Signal.TIMEOUT
-            self.changed.wait(min(remaining, 1.0))
+            await self._wait_change(min(remaining, 1.0))
 
-    def wait_cohort(self, index: int, timeout_s: float):
-        with self.lock:
-            status = self._cohort_ready(index, timeout_s)
-            if status != Signal.READY:
-                return status
-            t0 = time.perf_counter()
-            res = self.sched.take_cohort(index)
-            self.busy_s += time.perf_counter() - t0
-            return res
+    async def wait_cohort(self, index: int, timeout_s: float):
+        status = await self.cohort_ready(index, timeout_s)
+        if status != Signal.READY:
+            return status
+        t0 = time.perf_counter()
+        res = self.sched.take_cohort(index)
+        self.busy_s += time.perf_counter() - t0
+        return res
 
-    def set_version(self, version: int) -> None:
-        with self.lock:
-            self.sched.set_version(version)
-            self._notify()
+    async def set_version(self, version: int) -> None:
+        self.sched.set_version(version)
+        self._notify()
 
-    def release_sampler(self, sampler_id: str, retire: bool = False) -> int:
+    async def release_sampler(self, sampler_id: str, retire: bool = False) -> int:
         """Every item this sampler holds goes out again. `retire`: the sampler is gone (killed, replaced
         under a new id): its waiting lease calls end with STOP and any later call from it (one in flight
         when it was killed) gets STOP and no work - work granted to a process that is being killed would
         sit in the lease table until its lease expired, the cohort waiting with it."""
-        with self.lock:
-            n = self.sched.release_sampler(sampler_id)
-            if retire:
-                self.retired.add(sampler_id)
-                self.waiters.drop(sampler_id, Signal.STOP)
-                self.sched.lose_owners([sampler_id])  # its payload batches died with it
-            self._notify()
-            return n
+        n = self.sched.release_sampler(sampler_id)
+        if retire:
+            self.retired.add(sampler_id)
+            self.waiters.drop(sampler_id, Signal.STOP)
+            self.sched.lose_owners([sampler_id])  # its payload batches died with it
+        self._notify()
+        return n
 
-    def return_cohort(self, result: CohortResult, owners: list[str]) -> int:
+    async def return_cohort(self, result: CohortResult, owners: list[str]) -> int:
         """The learner could not fetch the payloads of `owners` in the cohort just taken: it is open
         again, those prompts sampled again. Prompts restarted."""
-        with self.lock:
-            n = self.sched.return_cohort(result, owners)
-            self._notify()
-            return n
+        n = self.sched.return_cohort(result, owners)
+        self._notify()
+        return n
 
-    def stop(self) -> dict:
+    async def stop(self) -> dict:
         """End of run: cancel outstanding work, wake every waiter, return the accounting."""
-        with self.lock:
-            self.stopped = True
-            self.sched.shutdown()
-            self.waiters.stop(Signal.STOP)
-            self._notify()
-            return self.sched.check_accounting()
+        self.stopped = True
+        self.sched.shutdown()
+        self.waiters.stop(Signal.STOP)
+        self._notify()
+        return self.sched.check_accounting()
 
-    def accounting(self) -> dict:
-        with self.lock:
-            return self.sched.check_accounting()
+    async def accounting(self) -> dict:
+        return self.sched.check_accounting()
 
-    def stats(self) -> dict:
-        with self.lock:
-            s = self.sched
-            return {"busy_s": self.busy_s, "calls": self.calls, "relayed_calls": self.relayed_calls,
-                    "waiting_leases": len(self.waiters), "ready_items": len(s.ready),
-                    "leased_items": len(s.leases), "leased_by": s.leases.holders(),
-                    "inflight_prompts": len(s.inflight), "open_cohorts": len(s.cohorts), "version": s.version,
-                    "prompts_reissued": s.prompt_counts.prompts_reissued}
+    async def stats(self) -> dict:
+        s = self.sched
+        return {"busy_s": self.busy_s, "calls": self.calls, "relayed_calls": self.relayed_calls,
+                "waiting_leases": len(self.waiters), "ready_items": len(s.ready),
+                "leased_items": len(s.leases), "leased_by": s.leases.holders(), "inflight_prompts": len(s.inflight),
+                "open_cohorts": len(s.cohorts), "version": s.version,
+                "prompts_reissued": s.prompt_counts.prompts_reissued}
 
-    def resources(self) -> dict:
+    async def resources(self) -> dict:
         """This process's CPU seconds so far and its memory: RSS, and the anonymous part of it (what the
         queue owns; the rest is shared code and memory-mapped files such as the prompt table)."""
         import psutil
@@ -267,34 +242,29 @@ class PromptQueue:
         return {"cpu_s": cpu.user + cpu.system, "rss_mb": mem.rss / 2**20,
                 "anon_mb": (mem.rss - mem.shared) / 2**20, "uss_mb": mem.uss / 2**20}
 
-    def state_dict(self, fetch_timeout_s: float = 300.0) -> dict:
-        """The scheduler's state, every held sample whole: payloads are fetched first (with the lock
-        released, so samplers' calls go on; a batch that is lost restarts its prompts), and the state is
-        written under the lock with no fetch after the last check, so no sample reported meanwhile is
-        left without its payload."""
+    async def state_dict(self, fetch_timeout_s: float = 300.0) -> dict:
+        """The scheduler's state, every held sample whole: payloads are fetched first (off the event loop;
+        a batch that is lost restarts its prompts), and the state is written with no wait after the
+        last check, so no sample reported meanwhile is left without its payload."""
+        loop = asyncio.get_running_loop()
         for _ in range(100):
-            with self.lock:
-                samples = list(self.sched.held_samples())
-                batches = remote_batches(samples)
-                if not batches:
-                    return self.sched.state_dict()
+            samples = list(self.sched.held_samples())
+            batches = remote_batches(samples)
+            if not batches:
+                return self.sched.state_dict()
             try:
-                fetched = self.payloads.fetch(batches, fetch_timeout_s)
+                fetched = await loop.run_in_executor(None, self.payloads.fetch, batches, fetch_timeout_s)
             except LostPayloads as e:
-                with self.lock:
-                    self.sched.lose_owners(e.owners)
-                    self._notify()
+                self.sched.lose_owners(e.owners)
+                self._notify()
                 continue
-            with self.lock:
-                fill([x for x in samples if x.payload is not None and x.payload[0].key in fetched], fetched)
+            fill([x for x in samples if x.payload is not None and x.payload[0].key in fetched], fetched)
         raise RuntimeError("queue state: samples kept arriving without their payloads through 100 fetches")
 
-    def load_state_dict(self, state: dict) -> None:
-        with self.lock:
-            self.sched.load_state_dict(state)
-            settle_heap()
-            self._notify()
+    async def load_state_dict(self, state: dict) -> None:
+        self.sched.load_state_dict(state)
+        settle_heap()
+        self._notify()
 
-    def estimator_state(self) -> dict:
-        with self.lock:
-            return self.sched.estimator.state_dict()
+    async def estimator_state(self) -> dict:
+        return self.sched.estimator.state_dict()

@@ -21,7 +21,7 @@ from typing import Any, Optional, Sequence, Union
 
 import ray
 
-from ada_ray.actors.prompt_queue import PromptQueue, queue_threads
+from ada_ray.actors.prompt_queue import PromptQueue
 from ada_ray.algo import queue_shards as qs
 from ada_ray.algo.prompt_source import as_source
 from ada_ray.algo.scheduler import CohortResult
@@ -115,15 +115,14 @@ def build_queue(prompts: Union[Any, Sequence], cfg: dict, estimator_state: Optio
     c = from_dict(cfg)
     k = c.trainer.queue_shards if shards is None else shards
     opts = dict(options or {})
-    q_opts = {"max_concurrency": queue_threads(c.sampler.num_samplers), **opts}  # a thread for each long poll
     if k == 1:
-        q = PromptQueue.options(**q_opts).remote(prompts, cfg, estimator_state)
+        q = PromptQueue.options(**opts).remote(prompts, cfg, estimator_state)
         return q, [q]
     if k < 1:
         raise ConfigError(f"config: trainer.queue_shards must be > 0, got {k}")
     check_shard_sizes(prompts, c.trainer.batch_prompts, k)
     shares = qs.batch_shares(c.trainer.batch_prompts, k)
-    handles = [PromptQueue.options(**q_opts).remote(qs.shard_prompts(prompts, i, k), cfg,
+    handles = [PromptQueue.options(**opts).remote(qs.shard_prompts(prompts, i, k), cfg,
                                                   qs.shard_estimator_state(estimator_state, i, k), shares[i])
                for i in range(k)]
     return QueueCoordinator.options(**opts).remote(handles), handles

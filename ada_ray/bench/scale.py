@@ -43,7 +43,6 @@ from __future__ import annotations
 import asyncio
 import random
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Optional
@@ -218,15 +217,9 @@ class SimSamplers:
                 "asks_on_reports": self.asks_on_reports}
 
 
-def _cpu_s() -> float:
-    import psutil
-
-    c = psutil.Process().cpu_times()
-    return c.user + c.system
-
-
-class _NoopReports:
-    """A queue whose report does nothing: what Ray's actor call costs the serving process.
+@ray.remote(num_cpus=0, max_concurrency=1000)
+class NoopQueue:
+    """An async actor whose report does nothing: what Ray's actor call costs the serving process.
     `report_held` keeps the last HELD_REPORTS reports, as the queue held a report's payload reference
     until its cohort was taken (a reference inside them makes this process a borrower while it holds it)."""
 
@@ -235,47 +228,19 @@ class _NoopReports:
     def __init__(self):
         self.held: list = []
 
-    def _held(self, reports: list) -> list[bool]:
-        self.held.append(reports)
-        del self.held[:-self.HELD_REPORTS]
-        return [True] * len(reports)
-
-
-@ray.remote(num_cpus=0, max_concurrency=1000)
-class NoopQueue(_NoopReports):
-    """An asyncio actor (the PromptQueue before it ran on threads)."""
-
     async def report_many(self, sampler_id: str, reports: list) -> list[bool]:
         return [True] * len(reports)
 
     async def report_held(self, sampler_id: str, reports: list) -> list[bool]:
-        return self._held(reports)
+        self.held.append(reports)
+        del self.held[:-self.HELD_REPORTS]
+        return [True] * len(reports)
 
     async def cpu_s(self) -> float:
-        return _cpu_s()
+        import psutil
 
-
-@ray.remote(num_cpus=0, max_concurrency=48)
-class NoopThreadedQueue(_NoopReports):
-    """A threaded actor, as the PromptQueue is (its calls under one lock)."""
-
-    def __init__(self):
-        super().__init__()
-        self.lock = threading.Lock()
-
-    def report_many(self, sampler_id: str, reports: list) -> list[bool]:
-        with self.lock:
-            return [True] * len(reports)
-
-    def report_held(self, sampler_id: str, reports: list) -> list[bool]:
-        with self.lock:
-            return self._held(reports)
-
-    def cpu_s(self) -> float:
-        return _cpu_s()
-
-
-NOOP_ACTORS = {"threads": NoopThreadedQueue, "asyncio": NoopQueue}
+        c = psutil.Process().cpu_times()
+        return c.user + c.system
 
 
 @ray.remote(num_cpus=0)
@@ -299,29 +264,24 @@ class NoopCaller:
         return time.perf_counter() - t0
 
 
-def ray_call_floor(items_per_call: tuple[int, ...] = (0, 64), calls: int = 1200, repeats: int = 2) -> list[dict]:
+def ray_call_floor(items_per_call: tuple[int, ...] = (0, 64), calls: int = 1200) -> list[dict]:
     """The serving process's CPU per actor call of a method that does nothing, with 0 and with 64 items
     (x 8 samples) as its argument: the part of the queue's cost per call that is Ray's, not the queue's;
     and with no items but one ObjectRef the server holds (`reference`): what a payload reference held by
-    the queue cost it (why references stay with their owners, actors/ray_payloads.py). Each for a threaded
-    actor (the PromptQueue) and an asyncio one (the queue before), interleaved `repeats` times."""
-    targets, caller = {kind: cls.remote() for kind, cls in NOOP_ACTORS.items()}, NoopCaller.remote()
+    the queue cost it (why references stay with their owners, actors/ray_payloads.py)."""
+    target, caller = NoopQueue.remote(), NoopCaller.remote()
     try:
-        for target in targets.values():
-            ray.get(caller.call.remote(target, 4, 20, 1), timeout=120)  # warm-up
+        ray.get(caller.call.remote(target, 4, 20, 1), timeout=120)  # warm-up
         out = []
-        for rep in range(repeats):
-            for items, reference in [(n, False) for n in items_per_call] + [(0, True)]:
-                for kind, target in targets.items():
-                    c0 = ray.get(target.cpu_s.remote(), timeout=60)
-                    seconds = ray.get(caller.call.remote(target, 8, calls // 8, items, reference), timeout=600)
-                    c1 = ray.get(target.cpu_s.remote(), timeout=60)
-                    out.append({"actor": kind, "repeat": rep, "items": items, "reference": reference,
-                                "calls_per_s": calls / seconds, "server_cpu_us_per_call": 1e6 * (c1 - c0) / calls})
+        for items, reference in [(n, False) for n in items_per_call] + [(0, True)]:
+            c0 = ray.get(target.cpu_s.remote(), timeout=60)
+            seconds = ray.get(caller.call.remote(target, 8, calls // 8, items, reference), timeout=600)
+            c1 = ray.get(target.cpu_s.remote(), timeout=60)
+            out.append({"items": items, "reference": reference, "calls_per_s": calls / seconds,
+                        "server_cpu_us_per_call": 1e6 * (c1 - c0) / calls})
         return out
     finally:
-        for target in targets.values():
-            ray.kill(target)
+        ray.kill(target)
         ray.kill(caller)
 
 
@@ -526,7 +486,7 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
     c = cl.connect(load_config("default", [f"trainer.ray_num_cpus={max(2, hosts + 1)}"]))
     rows = []
     try:
-        floor = ray_call_floor(calls=400 if smoke else 1200, repeats=1 if smoke else 2)
+        floor = ray_call_floor(calls=400 if smoke else 1200)
         for f in floor:
             print(format_floor(f), file=sys.stderr, flush=True)
         for p in p_list:
@@ -603,8 +563,7 @@ def format_row(r: dict) -> str:
 
 def format_floor(f: dict) -> str:
     what = "one ObjectRef it holds" if f.get("reference") else f"{f['items']} items"
-    return (f"Ray's floor: a no-op call of a{'n' if f.get('actor') == 'asyncio' else ''} {f.get('actor', 'asyncio')} "
-            f"actor with {what} costs the serving process "
+    return (f"Ray's floor: a no-op actor call with {what} costs the serving process "
             f"{f['server_cpu_us_per_call']:.0f} us of CPU ({f['calls_per_s']:.0f} calls/s from 8 concurrent callers)")
 
 

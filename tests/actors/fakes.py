@@ -171,22 +171,3 @@ class GatedScorer:
         if self.error is not None:
             raise self.error
         return self.inner.score(completions, answers)
-
-
-class InThreads:
-    """A threaded actor's object (e.g. `PromptQueue.__ray_actor_class__(...)`) called as Ray would call
-    it, each call on a thread of its own, from asyncio tests: `await wrapped.lease(...)` runs
-    `obj.lease(...)` in a worker thread (so a call that waits in line does not block the test's loop)."""
-
-    def __init__(self, obj: Any):
-        self.obj = obj
-
-    def __getattr__(self, name: str):
-        import asyncio
-
-        method = getattr(self.obj, name)
-
-        async def call(*args, **kwargs):
-            return await asyncio.to_thread(method, *args, **kwargs)
-
-        return call

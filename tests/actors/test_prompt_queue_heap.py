@@ -2,6 +2,7 @@
 prompts (at start and after a checkpoint load), raises the young generation's threshold, and the
 queue still works and saves after it."""
 
+import asyncio
 import gc
 
 import pytest
@@ -37,14 +38,18 @@ def test_queue_state_is_frozen_at_start_and_after_a_load(unfreeze):
     assert gc.get_threshold() == QUEUE_GC_THRESHOLD  # young collections every 50k new objects, not 700
     assert not _tracked(q.sched) and not _tracked(q.sched.estimator)
 
-    [it] = q.lease("s0", 1)
-    samples = [Sample(it.prompt_id, [5, 2], [-0.1, -0.2], 1.0, it.version) for _ in range(it.num_samples)]
-    assert q.report_many("s0", [(it.item_id, samples)]) == [True]
-    state = q.state_dict()  # frozen state still changes and saves as before
+    async def one_item_reported():
+        items = await q.lease("s0", 1)
+        [it] = items
+        samples = [Sample(it.prompt_id, [5, 2], [-0.1, -0.2], 1.0, it.version) for _ in range(it.num_samples)]
+        assert await q.report_many("s0", [(it.item_id, samples)]) == [True]
+        return await q.state_dict()
+
+    state = asyncio.run(one_item_reported())  # frozen state still changes and saves as before
     gc.unfreeze()
     fresh = PromptQueue.__ray_actor_class__(_prompts(12), cfg)
     gc.unfreeze()
     new_memory = _tracked(fresh.sched.estimator)
-    fresh.load_state_dict(state)
+    asyncio.run(fresh.load_state_dict(state))
     assert new_memory and not _tracked(fresh.sched.estimator)
-    assert fresh.accounting()["items_ok"]
+    assert asyncio.run(fresh.accounting())["items_ok"]

@@ -5,15 +5,13 @@ a live sampler whose work is released (a failed weight update) keeps leasing."""
 import asyncio
 
 from ada_ray.actors.prompt_queue import PromptQueue
-from tests.actors.fakes import InThreads
 from ada_ray.algo.types import Prompt, Signal
 from ada_ray.config import load_config, to_dict
 
 
 def make_queue():
     cfg = to_dict(load_config("grpo", ["trainer.batch_prompts=4", "trainer.total_steps=10", "trainer.max_staleness=0"]))
-    return InThreads(PromptQueue.__ray_actor_class__([Prompt(f"p{i}", f"q{i}", (1, 2, 3), str(i), "2x1") for i in range(8)],
-                                                     cfg))
+    return PromptQueue.__ray_actor_class__([Prompt(f"p{i}", f"q{i}", (1, 2, 3), str(i), "2x1") for i in range(8)], cfg)
 
 
 def test_a_retired_sampler_gets_no_more_work_and_its_items_go_to_the_replacement():

@@ -7,7 +7,6 @@ import asyncio
 import pytest
 
 from ada_ray.actors.prompt_queue import PromptQueue
-from tests.actors.fakes import InThreads
 from ada_ray.algo.scheduler import SchedulerError
 from ada_ray.algo.types import Prompt, Sample, Signal
 from ada_ray.config import load_config, to_dict
@@ -16,8 +15,7 @@ from ada_ray.config import load_config, to_dict
 def make_queue():
     cfg = to_dict(load_config("ada_seq_balance", ["trainer.batch_prompts=2", "trainer.total_steps=10",
                                                   "trainer.max_staleness=0", "algo.n=2", "algo.max_rounds=4"]))
-    return InThreads(PromptQueue.__ray_actor_class__([Prompt(f"p{i}", f"q{i}", (1, 2, 3), str(i), "2x1") for i in range(8)],
-                                                     cfg))
+    return PromptQueue.__ray_actor_class__([Prompt(f"p{i}", f"q{i}", (1, 2, 3), str(i), "2x1") for i in range(8)], cfg)
 
 
 def all_wrong(item):

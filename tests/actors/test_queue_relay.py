@@ -9,7 +9,6 @@ from types import SimpleNamespace
 import pytest
 
 from ada_ray.actors.prompt_queue import PromptQueue
-from tests.actors.fakes import InThreads
 from ada_ray.actors.queue_relay import Relay, RelayError
 from ada_ray.algo.types import Prompt, Sample, Signal
 from ada_ray.config import load_config, to_dict
@@ -18,8 +17,7 @@ from ada_ray.config import load_config, to_dict
 def make_queue(max_staleness: int = 0):
     cfg = to_dict(load_config("grpo", ["trainer.batch_prompts=4", "trainer.total_steps=10",
                                        f"trainer.max_staleness={max_staleness}"]))
-    return InThreads(PromptQueue.__ray_actor_class__([Prompt(f"p{i}", f"q{i}", (1, 2, 3), str(i), "2x1") for i in range(8)],
-                                                     cfg))
+    return PromptQueue.__ray_actor_class__([Prompt(f"p{i}", f"q{i}", (1, 2, 3), str(i), "2x1") for i in range(8)], cfg)
 
 
 class Handle:

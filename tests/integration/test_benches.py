@@ -155,12 +155,10 @@ def test_bench_scale_smoke(ray_cluster, tmp_path):
             assert r["queue_stats"]["relayed_calls"] == 0 and r["relay_asks_per_call"] is None
     assert d["driver_load"][0]["rows"] == 2000 and d["driver_load"][0]["peak_rss_mb"] > 0
     # Ray's floor: a no-op call costs its server CPU, more with 64 items x 8 samples to unpickle
-    for kind in ("threads", "asyncio"):  # the queue's kind of actor and the one it was before
-        floor = {f["items"]: f["server_cpu_us_per_call"] for f in d["ray_call_floor"] if not f["reference"]
-                 and f["actor"] == kind}
-        assert set(floor) == {0, 64} and 0 < floor[0] < floor[64]
-        held = [f for f in d["ray_call_floor"] if f["reference"] and f["actor"] == kind]
-        assert len(held) == 1 and held[0]["items"] == 0 and held[0]["server_cpu_us_per_call"] > 0
+    floor = {f["items"]: f["server_cpu_us_per_call"] for f in d["ray_call_floor"] if not f["reference"]}
+    assert set(floor) == {0, 64} and 0 < floor[0] < floor[64]
+    held = [f for f in d["ray_call_floor"] if f["reference"]]
+    assert len(held) == 1 and held[0]["items"] == 0 and held[0]["server_cpu_us_per_call"] > 0
     assert (tmp_path / "scale.png").read_bytes()[:4] == b"\x89PNG"
     # the bench's earlier lease pattern: an ask answered at once, a long poll after each empty one
     r = scale.run_pair(4, 2000, folder=tmp_path / "scale_data", duration_s=2.0, service_ms=20.0, hosts=2, max_items=64,
