@@ -34,8 +34,8 @@ default, sampler.payload_transport; each item's metadata one SampleBlock of colu
 reports it), and object_store_samples (the same with one Sample object a sample: the report before
 SampleBlock, for a before/after in one run); `completion_tokens` sets a sample's size (8: the embedded task;
 ~1-2k: a 1.5B model's math answers, ~16 KB a sample). Once per run: Ray's floor, the CPU a no-op async actor call
-costs the serving process (with 0 and 64 items as its argument), the part of the queue's cost per call
-that no queue code can remove.
+costs the serving process (with 0 and 64 items as its argument: as one Sample a sample, and as the samplers
+report now; and 64 work items as its answer), the part of the queue's cost that no queue code can remove.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ import ray
 from ada_ray.actors.ray_payloads import OWNERS_NAMESPACE, RayPayloadStore, owner_actor_name
 from ada_ray.actors.sampler_leases import LeaseFeeder
 from ada_ray.algo.payloads import pack, remote_report
-from ada_ray.algo.types import Sample, Signal
+from ada_ray.algo.types import PayloadBatch, Sample, Signal, WorkItem
 from ada_ray.bench.common import write_result
 from ada_ray.config import load_config, to_dict
 
@@ -227,9 +227,17 @@ class NoopQueue:
 
     def __init__(self):
         self.held: list = []
+        self.items: list = []
 
     async def report_many(self, sampler_id: str, reports: list) -> list[bool]:
         return [True] * len(reports)
+
+    async def lease(self, sampler_id: str, max_items: int) -> list:
+        """A lease's answer of `max_items` work items (made once, as the scheduler holds them)."""
+        if len(self.items) != max_items:
+            self.items = [WorkItem(i, f"p{i}", tuple(range(PROMPT_TOKENS)), "1", 8, 0, 0, i, 0)
+                          for i in range(max_items)]
+        return self.items
 
     async def report_held(self, sampler_id: str, reports: list) -> list[bool]:
         self.held.append(reports)
@@ -245,16 +253,26 @@ class NoopQueue:
 
 @ray.remote(num_cpus=0)
 class NoopCaller:
-    async def call(self, target, concurrent: int, calls: int, items: int, reference: bool = False) -> float:
-        """`concurrent` callers each sending `calls` reports of `items` items x 8 samples; seconds taken.
+    async def call(self, target, concurrent: int, calls: int, items: int, reference: bool = False,
+                   form: str = "samples") -> float:
+        """`concurrent` callers each sending `calls` calls of `items` items x 8 samples; seconds taken.
+        `form`: what a call carries - "samples", reports of one Sample a sample with its tokens inline (the
+        design before this issue); "blocks", reports as the sampler sends them now (one SampleBlock an item,
+        the payload batch named, not carried); "lease", a lease call answered with `items` work items.
         `reference`: each report also carries a new object's ObjectRef (nested: Ray passes it as a
         reference) and the target holds it (`report_held`), as the queue held payload references."""
-        reports = [(i, [Sample("p", [7] * COMPLETION_TOKENS, [-0.5] * COMPLETION_TOKENS, 1.0, 0) for _ in range(8)])
-                   for i in range(items)]
+        if form == "blocks":
+            batch = PayloadBatch("b0", "sim", "owner")
+            reports = [(i, remote_report("p", 0, [1.0, 0.0] * 4, COMPLETION_TOKENS, batch, 8 * i)) for i in range(items)]
+        else:
+            reports = [(i, [Sample("p", [7] * COMPLETION_TOKENS, [-0.5] * COMPLETION_TOKENS, 1.0, 0)
+                            for _ in range(8)]) for i in range(items)]
 
         async def one():
             for _ in range(calls):
-                if reference:
+                if form == "lease":
+                    await target.lease.remote("sim", items)
+                elif reference:
                     await target.report_held.remote("sim", [(0, [ray.put(b"payload")])] + reports)
                 else:
                     await target.report_many.remote("sim", reports)
@@ -266,18 +284,22 @@ class NoopCaller:
 
 def ray_call_floor(items_per_call: tuple[int, ...] = (0, 64), calls: int = 1200) -> list[dict]:
     """The serving process's CPU per actor call of a method that does nothing, with 0 and with 64 items
-    (x 8 samples) as its argument: the part of the queue's cost per call that is Ray's, not the queue's;
-    and with no items but one ObjectRef the server holds (`reference`): what a payload reference held by
-    the queue cost it (why references stay with their owners, actors/ray_payloads.py)."""
+    (x 8 samples) as its argument (`form` samples: one Sample a sample, tokens inline; blocks: as samplers
+    report now) or as its answer (`form` lease: 64 work items): the part of the queue's cost that is
+    Ray's, not the queue's; and with no items but one ObjectRef the server holds (`reference`): what a
+    payload reference held by the queue cost it (why references stay with their owners,
+    actors/ray_payloads.py)."""
     target, caller = NoopQueue.remote(), NoopCaller.remote()
     try:
         ray.get(caller.call.remote(target, 4, 20, 1), timeout=120)  # warm-up
         out = []
-        for items, reference in [(n, False) for n in items_per_call] + [(0, True)]:
+        cases = ([(n, False, "samples") for n in items_per_call] + [(0, True, "samples")]
+                 + [(n, False, form) for n in items_per_call if n for form in ("blocks", "lease")])
+        for items, reference, form in cases:
             c0 = ray.get(target.cpu_s.remote(), timeout=60)
-            seconds = ray.get(caller.call.remote(target, 8, calls // 8, items, reference), timeout=600)
+            seconds = ray.get(caller.call.remote(target, 8, calls // 8, items, reference, form), timeout=600)
             c1 = ray.get(target.cpu_s.remote(), timeout=60)
-            out.append({"items": items, "reference": reference, "calls_per_s": calls / seconds,
+            out.append({"items": items, "reference": reference, "form": form, "calls_per_s": calls / seconds,
                         "server_cpu_us_per_call": 1e6 * (c1 - c0) / calls})
         return out
     finally:
@@ -562,7 +584,9 @@ def format_row(r: dict) -> str:
 
 
 def format_floor(f: dict) -> str:
-    what = "one ObjectRef it holds" if f.get("reference") else f"{f['items']} items"
+    form = f.get("form", "samples")
+    what = ("one ObjectRef it holds" if f.get("reference") else f"{f['items']} work items as its answer"
+            if form == "lease" else f"{f['items']} items" + (" as SampleBlocks" if form == "blocks" else ""))
     return (f"Ray's floor: a no-op actor call with {what} costs the serving process "
             f"{f['server_cpu_us_per_call']:.0f} us of CPU ({f['calls_per_s']:.0f} calls/s from 8 concurrent callers)")
 

@@ -155,8 +155,13 @@ def test_bench_scale_smoke(ray_cluster, tmp_path):
             assert r["queue_stats"]["relayed_calls"] == 0 and r["relay_asks_per_call"] is None
     assert d["driver_load"][0]["rows"] == 2000 and d["driver_load"][0]["peak_rss_mb"] > 0
     # Ray's floor: a no-op call costs its server CPU, more with 64 items x 8 samples to unpickle
-    floor = {f["items"]: f["server_cpu_us_per_call"] for f in d["ray_call_floor"] if not f["reference"]}
+    floor = {f["items"]: f["server_cpu_us_per_call"] for f in d["ray_call_floor"]
+             if not f["reference"] and f["form"] == "samples"}
     assert set(floor) == {0, 64} and 0 < floor[0] < floor[64]
+    # and with 64 items as samplers report them now, and 64 work items as a lease's answer
+    assert {(f["form"], f["items"]) for f in d["ray_call_floor"] if f["form"] != "samples"} == {("blocks", 64),
+                                                                                            ("lease", 64)}
+    assert all(f["server_cpu_us_per_call"] > 0 for f in d["ray_call_floor"])
     held = [f for f in d["ray_call_floor"] if f["reference"]]
     assert len(held) == 1 and held[0]["items"] == 0 and held[0]["server_cpu_us_per_call"] > 0
     assert (tmp_path / "scale.png").read_bytes()[:4] == b"\x89PNG"
