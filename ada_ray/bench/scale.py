@@ -228,6 +228,7 @@ class NoopQueue:
     def __init__(self):
         self.held: list = []
         self.items: list = []
+        self.columns: dict = {}
 
     async def report_many(self, sampler_id: str, reports: list) -> list[bool]:
         return [True] * len(reports)
@@ -235,9 +236,15 @@ class NoopQueue:
     async def lease(self, sampler_id: str, max_items: int) -> list:
         """A lease's answer of `max_items` work items (made once, as the scheduler holds them)."""
         if len(self.items) != max_items:
-            self.items = [WorkItem(i, f"p{i}", tuple(range(PROMPT_TOKENS)), "1", 8, 0, 0, i, 0)
+            self.items = [WorkItem(i, f"p{i}", tuple(range(i, i + PROMPT_TOKENS)), "1", 8, 0, 0, i, 0)
                           for i in range(max_items)]
         return self.items
+
+    async def lease_columns(self, sampler_id: str, max_items: int) -> dict:
+        """The same answer as numpy columns (what a columnar wire format would carry)."""
+        if len(self.columns.get("item_id", ())) != max_items:
+            self.columns = item_columns(max_items)
+        return self.columns
 
     async def report_held(self, sampler_id: str, reports: list) -> list[bool]:
         self.held.append(reports)
@@ -264,6 +271,8 @@ class NoopCaller:
         if form == "blocks":
             batch = PayloadBatch("b0", "sim", "owner")
             reports = [(i, remote_report("p", 0, [1.0, 0.0] * 4, COMPLETION_TOKENS, batch, 8 * i)) for i in range(items)]
+        elif form == "columns":
+            reports = report_columns(items)
         else:
             reports = [(i, [Sample("p", [7] * COMPLETION_TOKENS, [-0.5] * COMPLETION_TOKENS, 1.0, 0)
                             for _ in range(8)]) for i in range(items)]
@@ -272,6 +281,8 @@ class NoopCaller:
             for _ in range(calls):
                 if form == "lease":
                     await target.lease.remote("sim", items)
+                elif form == "lease_columns":
+                    await target.lease_columns.remote("sim", items)
                 elif reference:
                     await target.report_held.remote("sim", [(0, [ray.put(b"payload")])] + reports)
                 else:
@@ -282,11 +293,34 @@ class NoopCaller:
         return time.perf_counter() - t0
 
 
+def report_columns(items: int) -> dict:
+    """A report of `items` items x 8 samples as numpy columns (a columnar wire format: Ray passes the
+    arrays' buffers out of band, not one object an item)."""
+    import numpy as np
+
+    return {"batch": "b0", "item_id": np.arange(items, dtype=np.int64), "version": np.zeros(items, np.int32),
+            "first_row": np.arange(0, 8 * items, 8, dtype=np.int32), "rewards": np.ones((items, 8), np.float32),
+            "tokens": np.full((items, 8), COMPLETION_TOKENS, np.int32)}
+
+
+def item_columns(items: int) -> dict:
+    """A lease answer of `items` work items as numpy columns (prompt token ids flat, with offsets)."""
+    import numpy as np
+
+    return {"item_id": np.arange(items, dtype=np.int64), "prompt_row": np.arange(items, dtype=np.int64),
+            "token_ids": np.arange(items * PROMPT_TOKENS, dtype=np.int32),
+            "offsets": np.arange(0, (items + 1) * PROMPT_TOKENS, PROMPT_TOKENS, dtype=np.int64),
+            "num_samples": np.full(items, 8, np.int16), "cohort": np.zeros(items, np.int32),
+            "round": np.zeros(items, np.int16), "seed": np.arange(items, dtype=np.int64),
+            "version": np.zeros(items, np.int32)}
+
+
 def ray_call_floor(items_per_call: tuple[int, ...] = (0, 64), calls: int = 1200) -> list[dict]:
     """The serving process's CPU per actor call of a method that does nothing, with 0 and with 64 items
     (x 8 samples) as its argument (`form` samples: one Sample a sample, tokens inline; blocks: as samplers
-    report now) or as its answer (`form` lease: 64 work items): the part of the queue's cost that is
-    Ray's, not the queue's; and with no items but one ObjectRef the server holds (`reference`): what a
+    report now; columns: as numpy columns, a columnar wire format) or as its answer (`form` lease: 64 work
+    items; lease_columns: the same as numpy columns): the part of the queue's cost that is Ray's, not the
+    queue's; and with no items but one ObjectRef the server holds (`reference`): what a
     payload reference held by the queue cost it (why references stay with their owners,
     actors/ray_payloads.py)."""
     target, caller = NoopQueue.remote(), NoopCaller.remote()
@@ -294,7 +328,8 @@ def ray_call_floor(items_per_call: tuple[int, ...] = (0, 64), calls: int = 1200)
         ray.get(caller.call.remote(target, 4, 20, 1), timeout=120)  # warm-up
         out = []
         cases = ([(n, False, "samples") for n in items_per_call] + [(0, True, "samples")]
-                 + [(n, False, form) for n in items_per_call if n for form in ("blocks", "lease")])
+                 + [(n, False, form) for n in items_per_call if n
+                    for form in ("blocks", "lease", "columns", "lease_columns")])
         for items, reference, form in cases:
             c0 = ray.get(target.cpu_s.remote(), timeout=60)
             seconds = ray.get(caller.call.remote(target, 8, calls // 8, items, reference, form), timeout=600)
@@ -586,7 +621,8 @@ def format_row(r: dict) -> str:
 def format_floor(f: dict) -> str:
     form = f.get("form", "samples")
     what = ("one ObjectRef it holds" if f.get("reference") else f"{f['items']} work items as its answer"
-            if form == "lease" else f"{f['items']} items" + (" as SampleBlocks" if form == "blocks" else ""))
+            + (" in numpy columns" if form == "lease_columns" else "") if form.startswith("lease")
+            else f"{f['items']} items" + {"blocks": " as SampleBlocks", "columns": " as numpy columns"}.get(form, ""))
     return (f"Ray's floor: a no-op actor call with {what} costs the serving process "
             f"{f['server_cpu_us_per_call']:.0f} us of CPU ({f['calls_per_s']:.0f} calls/s from 8 concurrent callers)")
 

@@ -158,9 +158,9 @@ def test_bench_scale_smoke(ray_cluster, tmp_path):
     floor = {f["items"]: f["server_cpu_us_per_call"] for f in d["ray_call_floor"]
              if not f["reference"] and f["form"] == "samples"}
     assert set(floor) == {0, 64} and 0 < floor[0] < floor[64]
-    # and with 64 items as samplers report them now, and 64 work items as a lease's answer
-    assert {(f["form"], f["items"]) for f in d["ray_call_floor"] if f["form"] != "samples"} == {("blocks", 64),
-                                                                                            ("lease", 64)}
+    # and with 64 items as samplers report them now and as numpy columns, 64 work items as a lease's answer
+    assert {(f["form"], f["items"]) for f in d["ray_call_floor"] if f["form"] != "samples"} == {
+        ("blocks", 64), ("lease", 64), ("columns", 64), ("lease_columns", 64)}
     assert all(f["server_cpu_us_per_call"] > 0 for f in d["ray_call_floor"])
     held = [f for f in d["ray_call_floor"] if f["reference"]]
     assert len(held) == 1 and held[0]["items"] == 0 and held[0]["server_cpu_us_per_call"] > 0
