@@ -34,8 +34,9 @@ default, sampler.payload_transport; each item's metadata one SampleBlock of colu
 reports it), and object_store_samples (the same with one Sample object a sample: the report before
 SampleBlock, for a before/after in one run); `completion_tokens` sets a sample's size (8: the embedded task;
 ~1-2k: a 1.5B model's math answers, ~16 KB a sample). Once per run: Ray's floor, the CPU a no-op async actor call
-costs the serving process (with 0 and 64 items as its argument: as one Sample a sample, and as the samplers
-report now; and 64 work items as its answer), the part of the queue's cost that no queue code can remove.
+costs the serving process (with 0 and 64 items as its argument: as one Sample a sample, as the samplers
+report now, and as numpy columns; and 64 work items as its answer, as objects and as numpy columns), the
+part of the queue's cost that no queue code can remove.
 """
 
 from __future__ import annotations
@@ -265,10 +266,13 @@ class NoopCaller:
         """`concurrent` callers each sending `calls` calls of `items` items x 8 samples; seconds taken.
         `form`: what a call carries - "samples", reports of one Sample a sample with its tokens inline (the
         design before this issue); "blocks", reports as the sampler sends them now (one SampleBlock an item,
-        the payload batch named, not carried); "lease", a lease call answered with `items` work items.
+        the payload batch named, not carried); "columns", the same as numpy columns; "lease" /
+        "lease_columns", a lease call answered with `items` work items (objects / numpy columns).
         `reference`: each report also carries a new object's ObjectRef (nested: Ray passes it as a
         reference) and the target holds it (`report_held`), as the queue held payload references."""
-        if form == "blocks":
+        if form in ("lease", "lease_columns"):
+            reports = None  # the answer carries the items
+        elif form == "blocks":
             batch = PayloadBatch("b0", "sim", "owner")
             reports = [(i, remote_report("p", 0, [1.0, 0.0] * 4, COMPLETION_TOKENS, batch, 8 * i)) for i in range(items)]
         elif form == "columns":
@@ -328,8 +332,7 @@ def ray_call_floor(items_per_call: tuple[int, ...] = (0, 64), calls: int = 1200)
         ray.get(caller.call.remote(target, 4, 20, 1), timeout=120)  # warm-up
         out = []
         cases = ([(n, False, "samples") for n in items_per_call] + [(0, True, "samples")]
-                 + [(n, False, form) for n in items_per_call if n
-                    for form in ("blocks", "lease", "columns", "lease_columns")])
+                 + [(n, False, form) for n in items_per_call if n for form in FLOOR_FORMS if form != "samples"])
         for items, reference, form in cases:
             c0 = ray.get(target.cpu_s.remote(), timeout=60)
             seconds = ray.get(caller.call.remote(target, 8, calls // 8, items, reference, form), timeout=600)
@@ -618,11 +621,12 @@ def format_row(r: dict) -> str:
                if r.get("relay") else ""))
 
 
+FLOOR_FORMS = {"samples": "items", "blocks": "items as SampleBlocks", "columns": "items as numpy columns",
+               "lease": "work items as its answer", "lease_columns": "work items as its answer in numpy columns"}
+
+
 def format_floor(f: dict) -> str:
-    form = f.get("form", "samples")
-    what = ("one ObjectRef it holds" if f.get("reference") else f"{f['items']} work items as its answer"
-            + (" in numpy columns" if form == "lease_columns" else "") if form.startswith("lease")
-            else f"{f['items']} items" + {"blocks": " as SampleBlocks", "columns": " as numpy columns"}.get(form, ""))
+    what = "one ObjectRef it holds" if f.get("reference") else f"{f['items']} " + FLOOR_FORMS[f.get("form", "samples")]
     return (f"Ray's floor: a no-op actor call with {what} costs the serving process "
             f"{f['server_cpu_us_per_call']:.0f} us of CPU ({f['calls_per_s']:.0f} calls/s from 8 concurrent callers)")
 
