@@ -13,6 +13,10 @@ from pathlib import Path
 # measured at 32; the default config trains 64
 BATCH_PROMPTS = 32
 
+# the synthetic queue benches' sizes (scale, its Ray floor)
+PROMPT_TOKENS = 32  # token ids per synthetic prompt (they live outside the queue: the prompt table)
+COMPLETION_TOKENS = 8  # per synthetic sample
+
 
 def machine() -> dict:
     try:
