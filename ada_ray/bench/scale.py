@@ -53,7 +53,7 @@ import ray
 from ada_ray.actors.ray_payloads import OWNERS_NAMESPACE, RayPayloadStore, owner_actor_name
 from ada_ray.actors.sampler_leases import LeaseFeeder
 from ada_ray.algo.payloads import pack, remote_report
-from ada_ray.algo.types import PayloadBatch, Sample, Signal
+from ada_ray.algo.types import Sample, Signal
 from ada_ray.bench.common import COMPLETION_TOKENS, PROMPT_TOKENS, write_result
 from ada_ray.bench.ray_floor import format_floor, ray_call_floor
 from ada_ray.config import load_config, to_dict
