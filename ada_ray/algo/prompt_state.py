@@ -4,8 +4,10 @@ The pool is kept as the rounds that were reported, in first-collected (scoring) 
 list of Samples or a SampleBlock (one item's samples as columns). The scheduler and the strategies read
 the pool through its rewards and counts (`pool_size`, `len(pos)`, `rewards`), which a SampleBlock has
 without building a Sample; `pool`, `pos` and `neg` are sequence views that build a sample only where it
-is read - downsampling takes the first few of `pos` and `neg`, so of a pool of 16 samples only the 4
-kept become Sample objects. Views support len, indexing, slicing, iteration and == with a list.
+is read. Downsampling picks pool indices (the first few of `pos` and `neg`), and the kept group holds a
+view of them (`view`): in the queue no Sample is built at all - a group pickles each kept sample from
+the columns (`PoolView.wires`) and the process that unpickles it gets Samples. Views support len,
+indexing, slicing, iteration and == with a list.
 """
 
 from __future__ import annotations
@@ -58,10 +60,29 @@ class PromptState:
     def pool_size(self) -> int:
         return len(self.rewards)
 
+    @property
+    def num_pos(self) -> int:
+        """len(pos), without making the view (the scheduler asks on every report)."""
+        return len(self._pos)
+
+    @property
+    def num_neg(self) -> int:
+        return len(self._neg)
+
     def sample(self, i: int) -> Sample:
         """Pool sample i (built here if its round is a SampleBlock not read before)."""
         r = bisect.bisect_right(self._starts, i) - 1
         return self._rounds[r][i - self._starts[r]]
+
+    def wire(self, i: int) -> tuple:
+        """Pool sample i as it pickles, without building it (Sample.__reduce__'s arguments)."""
+        r = bisect.bisect_right(self._starts, i) - 1
+        rnd, j = self._rounds[r], i - self._starts[r]
+        return rnd.wire(j) if isinstance(rnd, SampleBlock) else rnd[j].__reduce__()[1]
+
+    def view(self, indices: Sequence[int]) -> "PoolView":
+        """Pool samples `indices` (e.g. the kept group), built only where read."""
+        return PoolView(self, list(indices))
 
     @property
     def pool(self) -> "PoolView":
@@ -113,9 +134,18 @@ class PoolView(Sequence):
         return (self._st.sample(j) for j in self._idx)
 
     @property
+    def indices(self) -> Sequence[int]:
+        """The pool indices this view holds, in order."""
+        return self._idx
+
+    @property
     def rewards(self) -> list[float]:
         r = self._st.rewards
         return [r[j] for j in self._idx]
+
+    def wires(self) -> list[tuple]:
+        """Each sample as it pickles, none built here (Group.__reduce__: a kept group leaves the queue so)."""
+        return [self._st.wire(j) for j in self._idx]
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Sequence) and len(self) == len(other) and list(self) == list(other)

@@ -358,7 +358,7 @@ class WorkScheduler:
 
     def _finish(self, co: Cohort, st: PromptState) -> None:
         del self.inflight[(co.index, st.prompt.prompt_id)]
-        self.estimator.update(st.prompt.prompt_id, st.pool_size, len(st.pos))
+        self.estimator.update(st.prompt.prompt_id, st.pool_size, st.num_pos)
         group = self.strategy.finalize(st)
         if self.strategy.should_replace(group):
             cap = math.ceil(self.algo.dapo_max_draws_factor * co.target)

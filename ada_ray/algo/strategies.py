@@ -5,8 +5,10 @@ cohort gets in its first round, whether a prompt needs another round after a rou
 (and of what size), what the kept group and its advantages are at the end, and whether that group
 is replaced by a fresh prompt (`should_replace`: DAPO's filter). `STRATEGIES` maps each
 `algo.name` to its class; `PromptState` is a prompt in flight (prompt_state.py; its JSON form:
-scheduler_state.py). Strategies read a pool through its rewards and counts; downsampling reads the first
-few positives and negatives, so only the kept samples are ever built from a reported SampleBlock.
+scheduler_state.py). Strategies read a pool through its rewards and counts; downsampling picks the pool
+indices of the first few positives and negatives, and a group keeps a view of its samples
+(PromptState.view): the queue builds no Sample from a reported SampleBlock, the process that unpickles
+the group does.
 
 grpo            one round of n; group-mean advantages (std-normalised by default)
 dapo            like grpo; zero-signal groups are dropped and replaced (the scheduler caps draws)
@@ -28,7 +30,7 @@ from ada_ray.knob_defaults import effective_norm_adv_by_std
 from ada_ray.algo.downsample import balanced_downsample, unfinished_downsample
 from ada_ray.algo.estimator import PassRateEstimator
 from ada_ray.algo.exit_rules import ExitRule, exit_rule_for
-from ada_ray.algo.prompt_state import PromptState
+from ada_ray.algo.prompt_state import PoolView, PromptState
 from ada_ray.algo.types import Group, Prompt, Sample
 
 if TYPE_CHECKING:
@@ -68,14 +70,14 @@ class Strategy:
         return Group(
             prompt_id=st.prompt.prompt_id, prompt_ids=list(st.prompt.token_ids), samples=kept,
             advantages=[float(a) for a in adv], cohort=st.cohort, pool_size=st.pool_size,
-            pool_positives=len(st.pos), rounds=st.rounds_done, exit_fired=self.exit_fired(st),
+            pool_positives=st.num_pos, rounds=st.rounds_done, exit_fired=self.exit_fired(st),
             round0_rewards=list(st.round0_rewards), difficulty=st.prompt.difficulty,
         )
 
 
 class GRPO(Strategy):
     def finalize(self, st: PromptState) -> Group:
-        kept = list(st.pool)
+        kept = st.view(range(st.pool_size))  # every sample, built only where read
         adv = group_advantages(list(st.rewards), effective_norm_adv_by_std(self.algo))
         return self._group(st, kept, adv)
 
@@ -84,7 +86,8 @@ class DAPO(GRPO):
     """GRPO with dynamic sampling: a group whose rewards are all equal is replaced."""
 
     def should_replace(self, group: Group) -> bool:
-        return is_zero_signal([s.reward for s in group.samples])
+        samples = group.samples
+        return is_zero_signal(samples.rewards if isinstance(samples, PoolView) else [s.reward for s in samples])
 
 
 class AdaSeq(Strategy):
@@ -94,19 +97,20 @@ class AdaSeq(Strategy):
         return [self.algo.samples_per_round] * len(prompts)
 
     def exit_fired(self, st: PromptState) -> bool:
-        return self.rule.satisfied(len(st.pos), len(st.neg))
+        return self.rule.satisfied(st.num_pos, st.num_neg)
 
     def next_round_size(self, st: PromptState, estimator: PassRateEstimator) -> Optional[int]:
-        if self.rule.done(len(st.pos), len(st.neg), st.rounds_done):
+        if self.rule.done(st.num_pos, st.num_neg, st.rounds_done):
             return None
         return self.algo.samples_per_round
 
     def finalize(self, st: PromptState) -> Group:
+        pos, neg = st.pos.indices, st.neg.indices  # downsampling picks pool indices: no Sample is built here
         if self.exit_fired(st):
-            kept = balanced_downsample(st.pos, st.neg, self.algo.n)
+            kept = st.view(balanced_downsample(pos, neg, self.algo.n))
         else:
-            kept = unfinished_downsample(st.pos, st.neg, self.algo.n, self.rule.kind)
-        adv = pool_advantages([s.reward for s in kept], len(st.pos), st.pool_size,
+            kept = st.view(unfinished_downsample(pos, neg, self.algo.n, self.rule.kind))
+        adv = pool_advantages(kept.rewards, len(pos), st.pool_size,
                               norm_by_std=effective_norm_adv_by_std(self.algo),
                               inverse_p_weight=self.algo.inverse_p_weight)
         return self._group(st, kept, adv)
@@ -152,11 +156,11 @@ class AdaBudget(AdaSeq):
         return "probe" if a.probe_samples > 0 and budget.mostly_wrong(*post) else "parked"
 
     def next_round_size(self, st: PromptState, estimator: PassRateEstimator) -> Optional[int]:
-        if self.rule.done(len(st.pos), len(st.neg), st.rounds_done):
+        if self.rule.done(st.num_pos, st.num_neg, st.rounds_done):
             return None
         left = self.algo.budget_max_samples - st.pool_size
-        post = self._posterior(estimator, st.prompt.prompt_id, len(st.pos), len(st.neg))
-        need = self._need(len(st.pos), len(st.neg))
+        post = self._posterior(estimator, st.prompt.prompt_id, st.num_pos, st.num_neg)
+        need = self._need(st.num_pos, st.num_neg)
         if budget.hopeless(*post, need, left, self.algo.park_below):
             return None
         return budget.round_size(*post, need, 1, left, self.algo.settle_target)
@@ -182,8 +186,8 @@ class AdaEst(Strategy):
         return allocate(p_hats, total, a.est_n_min, a.est_n_max, a.est_weight)
 
     def finalize(self, st: PromptState) -> Group:
-        kept = list(st.pool)
-        adv = est_advantages(list(st.rewards), len(st.pos), self.algo.est_residual_weight)
+        kept = st.view(range(st.pool_size))
+        adv = est_advantages(list(st.rewards), st.num_pos, self.algo.est_residual_weight)
         return self._group(st, kept, adv)
 
 

@@ -216,11 +216,16 @@ class SampleBlock(Sequence):
             built = self._samples = [None] * len(self.rewards)
         s = built[i]
         if s is None:
-            s = built[i] = _sample_from_wire(
-                self.prompt_id, None, None, self.rewards[i], self.version, self.round, "",
+            s = built[i] = _sample_from_wire(*self.wire(i))
+        return s
+
+    def wire(self, i: int) -> tuple:
+        """Sample i as it pickles (its `__reduce__` arguments), without building it when it was not read."""
+        if self._samples is not None and self._samples[i] is not None:
+            return self._samples[i].__reduce__()[1]
+        return (self.prompt_id, None, None, self.rewards[i], self.version, self.round, "",
                 self.finish[i] if self.finish else "stop", self.errors[i] if self.errors else False,
                 (self.batch, self.first_row + i, self.tokens[i]))
-        return s
 
     def samples(self) -> list[Sample]:
         """This block's Samples (each built on its first read, the same object after)."""
@@ -267,7 +272,7 @@ class Group:
 
     prompt_id: str
     prompt_ids: list[int]
-    samples: list[Sample]
+    samples: Sequence[Sample]  # a list, or in the queue a view of the pool that builds a sample only where read
     advantages: list[float]
     cohort: int
     pool_size: int  # every sample drawn for this prompt in this step
@@ -285,10 +290,12 @@ class Group:
     def __reduce__(self):
         """Pickled as its other fields plus each sample's wire tuple: a cohort of thousands of samples
         leaves the PromptQueue in half the time it took as Sample objects (less time the queue's
-        event loop is held while the driver takes a cohort)."""
+        event loop is held while the driver takes a cohort). Samples the queue kept as a view of a pool
+        (prompt_state.PoolView) leave it without being built there."""
         fields = dict(self.__dict__)
         samples = fields.pop("samples")
-        return _group_from_wire, (fields, [s.__reduce__()[1] for s in samples])
+        wires = samples.wires() if hasattr(samples, "wires") else [s.__reduce__()[1] for s in samples]
+        return _group_from_wire, (fields, wires)
 
 
 @dataclass(frozen=True)

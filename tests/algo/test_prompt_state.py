@@ -93,3 +93,32 @@ def test_blocks_and_sample_lists_give_the_same_groups(name):
         return out, s.check_accounting()
 
     assert run(True) == run(False)
+
+
+def test_a_kept_group_leaves_the_queue_without_a_sample_built_there():
+    """Seq-balance keeps a view of the pool (pool indices): finalizing the group and pickling it for the
+    driver build no Sample in the queue; the unpickled group holds Samples equal to those the pool would
+    build, a sample read (and filled) in the queue travels as it is."""
+    s = make("ada_seq_balance", n_prompts=4, B=2, max_staleness=0)
+    blocks, row = [], 0
+    while items := s.lease("s0", 8, 0.0):
+        for it in items:
+            rewards = [1.0, 0.0] * (it.num_samples // 2)  # a pair in the first round: one round a prompt
+            blocks.append(SampleBlock(it.prompt_id, it.version, rewards, [3] * len(rewards), batch(f"b{it.item_id}"), row))
+            row += len(rewards)
+            assert s.report("s0", it.item_id, blocks[-1])
+    res = s.take_cohort(0)
+    assert len(res.groups) == 2 and all(len(g.samples) == 4 for g in res.groups)
+    wire = pickle.dumps(res)
+    assert not any(b.materialized for b in blocks)  # finalized and pickled: nothing built in the queue
+    back = pickle.loads(wire)
+    for g, h in zip(res.groups, back.groups):
+        assert isinstance(h.samples, list) and all(isinstance(x, Sample) for x in h.samples)
+        assert h.samples == list(g.samples) and h.advantages == g.advantages and h == g
+        assert [x.reward for x in h.samples] == [1.0, 1.0, 0.0, 0.0]  # balanced: 2 positives, 2 negatives
+        assert [x.payload[1] for x in h.samples] == [x.payload[1] for x in g.samples]
+    first = res.groups[0].samples[0]  # read in the queue and filled: it travels filled
+    first.fill_payload([5, 6, 7], [-0.5, -0.25, -1.0], "abc")
+    again = pickle.loads(pickle.dumps(res.groups[0]))
+    assert again.samples[0].completion_ids == [5, 6, 7] and again.samples[0].text == "abc"
+    assert again.samples[1].remote  # the others still name their payload
