@@ -69,15 +69,19 @@ class PromptState:
     def num_neg(self) -> int:
         return len(self._neg)
 
+    def _locate(self, i: int) -> tuple[Sequence[Sample], int]:
+        """The round holding pool sample i, and its index in that round."""
+        r = bisect.bisect_right(self._starts, i) - 1
+        return self._rounds[r], i - self._starts[r]
+
     def sample(self, i: int) -> Sample:
         """Pool sample i (built here if its round is a SampleBlock not read before)."""
-        r = bisect.bisect_right(self._starts, i) - 1
-        return self._rounds[r][i - self._starts[r]]
+        rnd, j = self._locate(i)
+        return rnd[j]
 
     def wire(self, i: int) -> tuple:
         """Pool sample i as it pickles, without building it (Sample.__reduce__'s arguments)."""
-        r = bisect.bisect_right(self._starts, i) - 1
-        rnd, j = self._rounds[r], i - self._starts[r]
+        rnd, j = self._locate(i)
         return rnd.wire(j) if isinstance(rnd, SampleBlock) else rnd[j].__reduce__()[1]
 
     def view(self, indices: Sequence[int]) -> "PoolView":

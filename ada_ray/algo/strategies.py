@@ -77,7 +77,7 @@ class Strategy:
 
 class GRPO(Strategy):
     def finalize(self, st: PromptState) -> Group:
-        kept = st.view(range(st.pool_size))  # every sample, built only where read
+        kept = st.pool  # every sample, a view: built only where read
         adv = group_advantages(list(st.rewards), effective_norm_adv_by_std(self.algo))
         return self._group(st, kept, adv)
 
@@ -186,7 +186,7 @@ class AdaEst(Strategy):
         return allocate(p_hats, total, a.est_n_min, a.est_n_max, a.est_weight)
 
     def finalize(self, st: PromptState) -> Group:
-        kept = st.view(range(st.pool_size))
+        kept = st.pool
         adv = est_advantages(list(st.rewards), st.num_pos, self.algo.est_residual_weight)
         return self._group(st, kept, adv)
 
