@@ -13,6 +13,10 @@ from ada_ray.config_schema import (ADA_SEQ, CHOICES, AdaRayConfig, AlgoConfig, C
 from ada_ray.knob_defaults import effective_k_neg, effective_k_pos
 from ada_ray.levels import HELD_OUT_PER_LEVEL, parse_level
 
+# sampler.report_interval_s: finished work held longer than this is a round's worth of a generation kept
+# from the queue (the next round of its prompt waits for it); a typo (e.g. ms for s) is refused
+MAX_REPORT_INTERVAL_S = 10.0
+
 # ----------------------------------------------------------------------------------------------
 # validation
 # ----------------------------------------------------------------------------------------------
@@ -189,6 +193,8 @@ def _validate_sampler(s: SamplerConfig, d: DataConfig) -> None:
     _positive("sampler.tensor_parallel_size", s.tensor_parallel_size)
     _positive("sampler.lease_timeout_s", s.lease_timeout_s)
     _positive("sampler.start_timeout_s", s.start_timeout_s)
+    if not 0.0 <= s.report_interval_s <= MAX_REPORT_INTERVAL_S:
+        raise _err("sampler.report_interval_s", f"in [0, {MAX_REPORT_INTERVAL_S:g}] seconds", s.report_interval_s)
     _check_resources("sampler.resources", s.resources)
 
 

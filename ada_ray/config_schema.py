@@ -178,6 +178,10 @@ class SamplerConfig:
     # report and a lease made two); false: every ask is a lease call of its own. Direct calls only: through
     # a relay (queue_relay) asks never ride (the relay combines them already)
     leases_ride_reports: bool = True
+    # at most one report call a sampler this often (seconds): finished work waits and goes in one call.
+    # An engine finishes a few sequences a step, so with long generations every pass held about one item:
+    # a queue call an item. 0: a call every pass (bench scale, BENCHMARKS "Report interval")
+    report_interval_s: float = 0.0
     # custom Ray resources each sampler asks for besides CPUs/GPUs, e.g. {node_a: 1}: only nodes started
     # with `ray start --resources '{"node_a": N}'` host samplers (pin samplers and learners to node pools)
     resources: dict[str, float] = field(default_factory=dict)

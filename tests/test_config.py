@@ -76,6 +76,8 @@ def test_wrong_type_names_key_and_expected_type():
     (["data.max_prompt_tokens=60", "sampler.max_new_tokens=8"], "sampler.max_model_len"),
     (["data.levels=[2y1]"], "data.levels"),
     (["data.source=jsonl"], "data.train_path"),
+    (["sampler.report_interval_s=-0.1"], "'sampler.report_interval_s' must be in [0, 10] seconds"),
+    (["sampler.report_interval_s=250"], "'sampler.report_interval_s' must be in [0, 10] seconds"),
 ])
 def test_impossible_settings_are_one_clear_error(overrides, needle):
     assert needle in err(overrides)

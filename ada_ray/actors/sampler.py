@@ -69,7 +69,8 @@ class Sampler:
                                 payloads=RayPayloadStore(payload_owner)
                                 if self.cfg.sampler.payload_transport == "object_store" else None,
                                 max_staleness=self.cfg.trainer.max_staleness,
-                                asks_ride_reports=asks_ride_reports(self.cfg.sampler))
+                                asks_ride_reports=asks_ride_reports(self.cfg.sampler),
+                                report_interval_s=self.cfg.sampler.report_interval_s)
         self.thread = threading.Thread(target=self.loop.run, name=f"sampler-{sampler_id}", daemon=True)
         self.thread.start()
 

@@ -43,11 +43,12 @@ class SamplerLoop:
 
     def __init__(self, sampler_id: str, engine: Engine, queue: QueueLink, scorer: Scorer, capacity: int,
                  version: int = 0, payloads: Optional[PayloadStore] = None, max_staleness: int = 0,
-                 asks_ride_reports: bool = True):
+                 asks_ride_reports: bool = True, report_interval_s: float = 0.0):
         """`max_staleness`: the run's (trainer.max_staleness): once the weights are that many versions (and
         one more) past a payload batch's samples, no cohort can train them and the batch is dropped.
         `asks_ride_reports` (sampler.leases_ride_reports): the feeder's lease asks go out with the report
-        calls when one is coming (sampler_leases.py)."""
+        calls when one is coming (sampler_leases.py). `report_interval_s` (sampler.report_interval_s): at
+        most one report call that often (sampler_reports.py)."""
         self.id = sampler_id
         self.engine = engine
         self.version = version
@@ -63,7 +64,7 @@ class SamplerLoop:
         self.eval_batches: dict[str, dict] = {}
         self.payloads = payloads
         self.max_staleness = max_staleness
-        self.reports = ReportPipeline(sampler_id, queue, scorer, payloads)
+        self.reports = ReportPipeline(sampler_id, queue, scorer, payloads, report_interval_s)
         self.feeder = LeaseFeeder(sampler_id, queue, capacity, self._scoring_behind, self._wake,
                                   self._report_coming if asks_ride_reports else None)
         if asks_ride_reports:

@@ -14,6 +14,12 @@ the loop raises and dies of).
 When the sampler's LeaseFeeder is attached (`carry_asks`), a report call also carries the feeder's
 lease ask whenever one is due (sampler_leases.py): one queue call where there were two.
 
+`report_interval_s` (sampler.report_interval_s): at most one report call that often. Work handed over
+sooner waits, scored with what comes after it, and goes in one call (a flush or close sends at once).
+An engine finishes a few sequences a step, so with long generations a pass holds about one item and a
+sampler made about one queue call an item; each call costs the queue a fixed share of a millisecond of
+CPU (BENCHMARKS: Ray's floor). 0: a call every pass, as soon as the work is scored.
+
 Guarantees: reports leave in the order the loop handed the items over; a reward function that
 raises, hangs or returns junk scores 0 with reward_error (SafeScorer), and so does every completion
 of a batch whose scorer call itself fails, so nothing handed over is ever dropped; `close` sends
@@ -80,8 +86,10 @@ class ReportPipeline:
     flush_poll_s = 0.005
     idle_s = 1.0
 
-    def __init__(self, sampler_id: str, queue: QueueLink, scorer: Scorer, payloads: Optional[PayloadStore] = None):
+    def __init__(self, sampler_id: str, queue: QueueLink, scorer: Scorer, payloads: Optional[PayloadStore] = None,
+                 report_interval_s: float = 0.0):
         self.id = sampler_id
+        self.report_interval_s = report_interval_s
         self.queue = queue
         self.scorer = scorer
         self.payloads = payloads  # None: token ids and log-probs ride in the report (inline transport)
@@ -99,6 +107,7 @@ class ReportPipeline:
         self._abandon = False
         self._flushing = 0  # flush calls waiting
         self._collected_at = 0.0  # when the thread last looked at the answers
+        self._sent_at = -float("inf")  # when the thread last took work to send (monotonic)
         self.leases: Any = None  # the LeaseFeeder whose due asks ride this pipeline's reports (carry_asks)
         self._thread = threading.Thread(target=self._run, name=f"sampler-{sampler_id}-reports", daemon=True)
         self._thread.start()
@@ -169,12 +178,14 @@ class ReportPipeline:
         try:
             while True:
                 with self._cv:
-                    if not self._jobs and not self._abandon:
+                    if not self._due() and not self._abandon:
                         self._cv.wait(self._sleep_s())
                     if self._abandon:
                         return
-                    jobs, self._jobs = self._jobs, []
+                    jobs, self._jobs = (self._jobs, []) if self._due() else ([], self._jobs)
                     self._taken = len(jobs)
+                    if jobs:
+                        self._sent_at = time.monotonic()
                 cpu0 = time.thread_time()
                 if jobs:
                     self._send(jobs)
@@ -190,7 +201,20 @@ class ReportPipeline:
                 self._taken = 0
                 self._cv.notify_all()
 
+    def _hold_s(self) -> float:
+        """How much longer work handed over waits before it is sent (report_interval_s; <= 0: due now)."""
+        if self._flushing or self._closing:
+            return 0.0
+        return self._sent_at + self.report_interval_s - time.monotonic()
+
+    def _due(self) -> bool:
+        """Work is waiting and may be sent now."""
+        return bool(self._jobs) and self._hold_s() <= 0
+
     def _sleep_s(self) -> float:
+        if self._jobs:  # held back by the interval
+            held = max(0.0, self._hold_s())
+            return min(held, self.answer_poll_s) if self._unanswered else held
         if not self._unanswered:
             return self.idle_s
         return self.flush_poll_s if self._flushing else self.answer_poll_s

@@ -41,8 +41,6 @@ part of the queue's cost that no queue code can remove.
 
 from __future__ import annotations
 
-import asyncio
-import random
 import sys
 import time
 from pathlib import Path
@@ -50,171 +48,17 @@ from typing import Optional
 
 import ray
 
-from ada_ray.actors.ray_payloads import OWNERS_NAMESPACE, RayPayloadStore, owner_actor_name
-from ada_ray.actors.sampler_leases import LeaseFeeder
-from ada_ray.algo.payloads import pack, remote_report
-from ada_ray.algo.types import Sample, Signal
+from ada_ray.actors.ray_payloads import OWNERS_NAMESPACE, owner_actor_name
 from ada_ray.bench.common import COMPLETION_TOKENS, PROMPT_TOKENS, write_result
 from ada_ray.bench.ray_floor import format_floor, ray_call_floor
+from ada_ray.bench.scale_sims import SimSamplers, pass_rate
 from ada_ray.config import load_config, to_dict
-
-TRANSPORTS = ("inline", "object_store", "object_store_samples")
-LEASE_MODES = ("feeder", "probe", "ride")
-SERVICE_CAP = 4.0  # a simulated generation takes at most this many times the mean service time
-
-
-def pass_rate(prompt_id: str) -> float:
-    """The known pass rate of a synthetic prompt: Beta(0.5, 1.5)-shaped, fixed by its id."""
-    return random.Random(prompt_id).betavariate(0.5, 1.5)
-
 
 def percentile(xs: list[float], q: float) -> float:
     if not xs:
         return float("nan")
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))]
-
-
-@ray.remote(num_cpus=0)
-class SimSamplers:
-    """`n` simulated samplers in one process: lease, sleep a service time, report Bernoulli rewards."""
-
-    def __init__(self, shards: list, first_id: int, n: int, service_ms: float, max_items: int, seed: int,
-                 transport: str = "inline", completion_tokens: int = COMPLETION_TOKENS,
-                 owner_name: Optional[str] = None, max_staleness: int = 2, lease_mode: str = "ride"):
-        """`owner_name`: this actor's name in OWNERS_NAMESPACE (it owns its samplers' payload batches and
-        serves them by `payload_refs`, as a Sampler does); batches expire as the leased work's version
-        passes them (a real sampler expires them as its weights do)."""
-        # sampler i leases from and reports to shard i % K, as in the Runtime
-        self.queue_of = {f"sim{i}": shards[i % len(shards)] for i in range(first_id, first_id + n)}
-        self.ids = list(self.queue_of)
-        self.service_s = service_ms / 1000.0
-        self.max_items = max_items
-        self.rng = random.Random(seed)
-        self.stopping = False
-        self.lease_s: list[tuple[float, float]] = []  # (wall clock at the call, round trip s)
-        self.report_s: list[tuple[float, float]] = []
-        self.served = 0
-        self.empty_leases = 0
-        self.polls = 0
-        self.lease_calls = 0  # every lease call, long polls included
-        self.asks_on_reports = 0  # asks that rode a report call (leases=ride)
-        self.rates: dict[str, float] = {}
-        if transport not in TRANSPORTS:
-            raise ValueError(f"bench scale: transport {transport!r}: expected one of {', '.join(TRANSPORTS)}")
-        self.store = RayPayloadStore(owner_name) if transport != "inline" else None
-        self.max_staleness = max_staleness
-        self.version = 0  # the newest version a leased item carried: the simulated weights
-        self.blocks = transport == "object_store"  # object_store_samples: a Sample object a sample (before blocks)
-        self.tokens = completion_tokens
-        if lease_mode not in LEASE_MODES:
-            raise ValueError(f"bench scale: lease mode {lease_mode!r}: expected one of {', '.join(LEASE_MODES)}")
-        self.lease_mode = lease_mode
-
-    def service_time(self) -> float:
-        """Exponential with the configured mean, capped at SERVICE_CAP x the mean (max_tokens caps a
-        real generation; an uncapped tail made every cohort of thousands of prompts wait for its one
-        slowest draw)."""
-        if self.service_s <= 0:
-            return 0.0
-        return min(self.rng.expovariate(1.0 / self.service_s), SERVICE_CAP * self.service_s)
-
-    def _rewards(self, item) -> list[float]:
-        p = self.rates.get(item.prompt_id)
-        if p is None:
-            p = self.rates[item.prompt_id] = pass_rate(item.prompt_id)
-        return [1.0 if self.rng.random() < p else 0.0 for _ in range(item.num_samples)]
-
-    def _reports(self, sid: str, items: list) -> list:
-        """One report call's content, as the real sampler's pipeline builds it for the transport."""
-        if self.store is None:
-            return [(it.item_id, [Sample(it.prompt_id, [7] * self.tokens, [-0.5] * self.tokens, r, it.version)
-                                  for r in self._rewards(it)]) for it in items]
-        n = sum(it.num_samples for it in items)
-        batch = self.store.put(pack([[7] * self.tokens] * n, [[-0.5] * self.tokens] * n, [""] * n), sid,
-                               max(it.version for it in items))
-        reports, row = [], 0
-        for it in items:
-            reports.append((it.item_id, remote_report(it.prompt_id, it.version, self._rewards(it), self.tokens, batch,
-                                                      row, self.blocks)))
-            row += it.num_samples
-        return reports
-
-    async def _lease(self, sid: str):
-        """Work for one simulated sampler, or [] / Signal.STOP. `feeder` (as LeaseFeeder does): one call
-        the queue may hold up to LeaseFeeder.lease_wait_s when it has nothing ready; its round trip is
-        recorded when it brought work (a wait for work, if there was one, included). `probe` (this bench
-        before the feeder was simulated): an ask answered at once, whose round trip is the recorded
-        latency, then, when it came back empty, the long poll (`polls`): two calls where the feeder makes
-        one whenever no work is ready."""
-        q = self.queue_of[sid]
-        w, t0 = time.time(), time.perf_counter()
-        self.lease_calls += 1
-        if self.lease_mode in ("feeder", "ride"):
-            items = await q.lease.remote(sid, self.max_items, None, LeaseFeeder.lease_wait_s)
-            if items and items != Signal.STOP:
-                self.lease_s.append((w, time.perf_counter() - t0))
-            elif not items:
-                self.empty_leases += 1
-            return items
-        items = await q.lease.remote(sid, self.max_items, None, 0.0)
-        self.lease_s.append((w, time.perf_counter() - t0))
-        if items == Signal.STOP or items:
-            return items
-        self.empty_leases += 1
-        self.polls += 1
-        self.lease_calls += 1
-        return await q.lease.remote(sid, self.max_items, None, LeaseFeeder.lease_wait_s)
-
-    async def _one(self, sid: str) -> None:
-        """Lease (`_lease`, unless the last report's ridden ask brought work), pause
-        LeaseFeeder.empty_backoff_s after an empty answer, "generate", report."""
-        ridden: list = []
-        while not self.stopping:
-            items, ridden = ridden or await self._lease(sid), []
-            if items == Signal.STOP:
-                return
-            if not items:
-                await asyncio.sleep(LeaseFeeder.empty_backoff_s)
-                continue
-            v = max(it.version for it in items)
-            if self.store is not None and v > self.version:
-                self.version = v
-                self.store.expire(v, self.max_staleness)
-            await asyncio.sleep(self.service_time())
-            reports = self._reports(sid, items)
-            w, t0 = time.time(), time.perf_counter()
-            if self.lease_mode == "ride":  # the next ask rides the report, a long poll as the feeder's
-                self.asks_on_reports += 1
-                _, ridden = await self.queue_of[sid].report_many.remote(
-                    sid, reports, (self.max_items, None, LeaseFeeder.lease_wait_s))
-                if ridden == Signal.STOP:
-                    self.served += len(items)
-                    return
-                if ridden:  # a lease's latency: the round trip of the call that brought the work
-                    self.lease_s.append((w, time.perf_counter() - t0))
-                else:
-                    self.empty_leases += 1
-                    await asyncio.sleep(LeaseFeeder.empty_backoff_s)
-            else:
-                await self.queue_of[sid].report_many.remote(sid, reports)
-            self.report_s.append((w, time.perf_counter() - t0))
-            self.served += len(items)
-
-    async def run(self) -> dict:
-        await asyncio.gather(*(self._one(s) for s in self.ids))
-        return self.stats()
-
-    def stop(self) -> None:
-        self.stopping = True
-
-    async def payload_refs(self, keys: list[str]) -> list:
-        return self.store.refs(keys)
-
-    def stats(self) -> dict:
-        return {"served": self.served, "lease_s": self.lease_s, "report_s": self.report_s,
-                "empty_leases": self.empty_leases, "polls": self.polls, "lease_calls": self.lease_calls,
-                "asks_on_reports": self.asks_on_reports}
 
 
 def _queue_config(batch: int, max_staleness: int, overrides: Optional[list[str]] = None):
@@ -241,7 +85,8 @@ def _kill(queue, shard_handles: list) -> None:
 def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, service_ms: float, hosts: int,
              max_items: int, batch: int, max_staleness: int, shards: int = 1, seed: int = 0,
              transport: str = "inline", completion_tokens: int = COMPLETION_TOKENS, relay: bool = False,
-             lease_mode: str = "ride") -> dict:
+             lease_mode: str = "ride", finish: str = "together", step_ms: float = 20.0,
+             report_interval_ms: float = 0.0) -> dict:
     """One (S, P, K) row: K queue shards (K = 1: the single PromptQueue) built as the Runtime builds them;
     `relay`: each sampler host reaches them through its own QueueRelays (one a shard), as a node's
     samplers do with sampler.queue_relay (a host stands for a node)."""
@@ -265,7 +110,7 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
     owners = [owner_actor_name(f"sim-host-{i}") for i in range(hosts)]  # a host's simulated samplers share its store
     sims = [SimSamplers.options(name=owners[i], namespace=OWNERS_NAMESPACE).remote(
         relays[i] or shard_handles, sum(per_host[:i]), n, service_ms, max_items, seed + i, transport, completion_tokens,
-        owners[i], max_staleness, lease_mode)
+        owners[i], max_staleness, lease_mode, finish, step_ms, report_interval_ms)
             for i, n in enumerate(per_host) if n > 0]
     runs = [s.run.remote() for s in sims]
     waits: list[float] = []
@@ -310,7 +155,9 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
     issued = accounting["issued"]
     return {
         "samplers": samplers, "prompts": prompts, "shards": shards, "transport": transport, "relay": relay,
-        "lease_mode": lease_mode,
+        "lease_mode": lease_mode if finish == "together" else "feeder", "finish": finish,
+        "step_ms": step_ms if finish == "engine" else None,
+        "report_interval_ms": report_interval_ms if finish == "engine" else None,
         "completion_tokens": completion_tokens, "hosts": len(sims), "seconds": elapsed, "steps": step,
         "groups_trained": groups, "items_issued": issued, "items_reported": served,
         "items_per_s": served / elapsed,
@@ -319,6 +166,8 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
         "report_p50_ms": 1000 * percentile(report, 0.5), "report_p99_ms": 1000 * percentile(report, 0.99),
         "batch": batch, "lease_calls": sum(o["lease_calls"] for o in outs), "empty_leases": sum(o["empty_leases"] for o in outs),
         "asks_on_reports": sum(o["asks_on_reports"] for o in outs),
+        "report_calls": sum(o["report_calls"] for o in outs),
+        "items_per_report_call": served / max(1, sum(o["report_calls"] for o in outs)),
         "long_polls": sum(o["polls"] for o in outs),
         "queue_cpu_share": (cpu1["cpu_s"] - cpu0["cpu_s"]) / elapsed,
         # the queue's CPU cost per item served (its capacity on one core is 1e6 / this)
@@ -398,7 +247,8 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
         prompts: str = "10000,100000,1000000", duration: float = 20.0, service_ms: float = 20.0, hosts: int = 2,
         max_items: int = 64, batch: int = 512, prompts_per_sampler: int = 16, shards: str = "1",
         seed: int = 0, transports: str = "inline,object_store", completion_tokens: int = COMPLETION_TOKENS,
-        relays: str = "0", leases: str = "ride") -> dict:
+        relays: str = "0", leases: str = "ride", finish: str = "together", step_ms: float = 20.0,
+        report_intervals: str = "0") -> dict:
     from ada_ray.driver import cluster as cl
 
     if smoke:
@@ -425,13 +275,13 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
             for s in s_list:
                 for k in k_list:
                     # side by side in one run: machine drift hits every variant alike
-                    for tr, rl, lm in [(tr, rl, lm) for tr in transports.split(",") for rl in str(relays).split(",")
-                                       for lm in leases.split(",")]:
+                    for tr, rl, lm, fm, ri in _variants(transports, relays, leases, finish, report_intervals):
                         rows.append(run_pair(s, p, folder=folder, duration_s=duration, service_ms=service_ms,
                                              hosts=hosts, max_items=max_items,
                                              batch=min(p, max(batch, prompts_per_sampler * s)), max_staleness=2,
                                              shards=k, seed=seed, transport=tr, completion_tokens=completion_tokens,
-                                             relay=rl not in ("0", "off", "false"), lease_mode=lm))
+                                             relay=rl not in ("0", "off", "false"), lease_mode=lm, finish=fm,
+                                             step_ms=step_ms, report_interval_ms=ri))
                         print(format_row(rows[-1]), file=sys.stderr, flush=True)  # progress; the table goes to stdout
     finally:
         c.shutdown()
@@ -439,11 +289,28 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
                          "shards": k_list, "batch": batch, "prompts_per_sampler": prompts_per_sampler, "max_staleness": 2, "prompt_tokens": PROMPT_TOKENS,
                          "completion_tokens": completion_tokens, "transports": transports.split(","),
                          "relays": str(relays).split(","), "leases": leases.split(","),
+                         "finish": str(finish).split(","), "step_ms": step_ms,
+                         "report_intervals_ms": [float(x) for x in str(report_intervals).split(",")],
                          "algo": "ada_seq_balance"},
               "rows": rows, "driver_load": loads, "ray_call_floor": floor}
     write_result(out_dir, "scale", result)
     chart(out_dir / "scale.png", rows)
     return result
+
+
+def _variants(transports: str, relays: str, leases: str, finish: str, report_intervals: str) -> list[tuple]:
+    """Every (transport, relay, lease mode, finish, report interval ms) row of one (S, P, K): the lease
+    modes are the `together` shape's (an `engine` sampler's asks are the feeder's), the report intervals
+    the `engine` shape's (a `together` sampler reports each lease at once)."""
+    out = []
+    for tr in transports.split(","):
+        for rl in str(relays).split(","):
+            for fm in str(finish).split(","):
+                if fm == "together":
+                    out += [(tr, rl, lm, fm, 0.0) for lm in leases.split(",")]
+                else:
+                    out += [(tr, rl, "feeder", fm, float(ri)) for ri in str(report_intervals).split(",")]
+    return out
 
 
 def chart(path: Path, rows: list[dict]) -> Path:
@@ -483,8 +350,11 @@ def chart(path: Path, rows: list[dict]) -> Path:
 
 def format_row(r: dict) -> str:
     return (f"S={r['samplers']:>4} P={r['prompts']:>8,} K={r.get('shards', 1)} {r.get('transport', 'inline'):>12}"
-            f"{' relay' if r.get('relay') else ''}{' ' + r['lease_mode'] if r.get('lease_mode', 'feeder') != 'feeder' else ''}: "
-            f"{r['items_per_s']:8.0f} items/s, lease p50/p99 "
+            f"{' relay' if r.get('relay') else ''}{' ' + r['lease_mode'] if r.get('lease_mode', 'feeder') != 'feeder' else ''}"
+            + (f" engine (report every {r['report_interval_ms']:g} ms)" if r.get("finish") == "engine" else "") + ": "
+            f"{r['items_per_s']:8.0f} items/s, "
+            + (f"{r['items_per_report_call']:.1f} items a report call, " if "items_per_report_call" in r else "") +
+            "lease p50/p99 "
             f"{r['lease_p50_ms']:.1f}/{r['lease_p99_ms']:.1f} ms, report p50/p99 {r['report_p50_ms']:.1f}/"
             f"{r['report_p99_ms']:.1f} ms, queue CPU {100 * r['queue_cpu_share']:.0f}% ({r['queue_us_per_item']:.0f} us/item), "
             f"{r['bytes_per_prompt']:.0f} B/prompt, cohort wait p50 {r['cohort_wait_p50_ms']:.0f} ms, "

@@ -169,3 +169,61 @@ def test_start_wakes_a_paused_loop_at_once():
     loop.stopping = True
     t.join(timeout=5.0)
     assert not t.is_alive() and loop.error is None
+
+
+class CountingQueue(ScriptedQueue):
+    """Records the item ids of each report call (one list a call) and when the call came."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: list[tuple[float, list[int]]] = []
+
+    def report_many(self, sampler_id, reports, lease=None):
+        self.calls.append((time.monotonic(), [iid for iid, _ in reports]))
+        return super().report_many(sampler_id, reports, lease)
+
+
+def _job(item_id):
+    from ada_ray.actors.sampler_reports import Job
+    from ada_ray.engines.protocol import Completion
+
+    return Job.work(item(item_id, k=1), 0, [Completion([5], [-0.1], "ok", "stop")])
+
+
+def test_a_report_interval_sends_the_work_of_several_passes_in_one_call():
+    from ada_ray.actors.sampler_reports import ReportPipeline
+
+    q = CountingQueue()
+    pipe = ReportPipeline("s0", q, SafeScorer("exact"), report_interval_s=0.4)
+    try:
+        pipe.put([_job(1)])  # nothing sent yet: the first call goes at once
+        wait_until(lambda: len(q.calls) == 1)
+        t_first = q.calls[0][0]
+        for i in (2, 3, 4):  # three passes inside the interval: held, then one call
+            pipe.put([_job(i)])
+            time.sleep(0.02)
+        assert len(q.calls) == 1
+        wait_until(lambda: len(q.calls) == 2, timeout_s=3.0)
+        assert q.calls[1][1] == [2, 3, 4]
+        assert q.calls[1][0] - t_first >= 0.4 - 0.01
+        pipe.put([_job(5)])  # a flush does not wait out the interval
+        t0 = time.monotonic()
+        pipe.flush(2.0)
+        assert time.monotonic() - t0 < 0.3 and q.calls[2][1] == [5]
+        assert pipe.stats["report_calls"] == 3 and pipe.stats["items"] == 5
+    finally:
+        pipe.abandon()
+
+
+def test_without_a_report_interval_every_pass_is_a_call_of_its_own():
+    from ada_ray.actors.sampler_reports import ReportPipeline
+
+    q = CountingQueue()
+    pipe = ReportPipeline("s0", q, SafeScorer("exact"))
+    try:
+        for i in (1, 2, 3):
+            pipe.put([_job(i)])
+            wait_until(lambda: len(q.calls) == i)
+        assert [ids for _, ids in q.calls] == [[1], [2], [3]]
+    finally:
+        pipe.abandon()

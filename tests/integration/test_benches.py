@@ -170,6 +170,16 @@ def test_bench_scale_smoke(ray_cluster, tmp_path):
                        batch=64, max_staleness=2, transport="object_store", lease_mode="probe")
     assert r["lease_mode"] == "probe" and r["accounting_ok"] and r["groups_trained"] > 0
     assert r["lease_calls"] > r["empty_leases"] == r["long_polls"] and r["asks_on_reports"] == 0
+    # samplers shaped as the real one (items finishing one by one, a report every engine step), without
+    # and with a report interval: the interval gathers several steps' items into one call
+    rows = [scale.run_pair(4, 2000, folder=tmp_path / "scale_data", duration_s=3.0, service_ms=200.0, hosts=2,
+                           max_items=64, batch=64, max_staleness=2, transport="object_store", finish="engine",
+                           step_ms=10.0, report_interval_ms=ri) for ri in (0.0, 200.0)]
+    for r in rows:
+        assert r["finish"] == "engine" and r["lease_mode"] == "feeder" and r["asks_on_reports"] == 0
+        assert r["accounting_ok"] and r["stale_samples"] == 0 and r["groups_trained"] > 0
+    assert rows[1]["items_per_report_call"] > 2 * rows[0]["items_per_report_call"]
+    assert "engine (report every 200 ms)" in scale.format_row(rows[1])
 
 
 def test_bench_budget_smoke_and_resume(ray_cluster, tmp_path):
