@@ -45,6 +45,11 @@ def pass_rate(prompt_id: str) -> float:
 FINISH_MODES = ("together", "engine")
 
 
+def _set(fut) -> None:
+    if fut is not None and not fut.done():
+        fut.set_result(None)
+
+
 @ray.remote(num_cpus=0)
 class SimSamplers:
     """`n` simulated samplers in one process: lease, sleep a service time, report Bernoulli rewards."""
@@ -181,8 +186,14 @@ class SimSamplers:
             self.served += len(items)
 
     async def _engine(self, sid: str) -> None:
-        """One sampler of the engine shape (the module's docstring): an engine step every `step_s`."""
+        """One sampler of the engine shape (the module's docstring). Engine steps end on a grid of
+        `step_s`; the task wakes only at the end of a step where something happens (an item finishes, a
+        held report falls due, an ask may go out) or when an ask is answered: a sampler costs its
+        process CPU per event, not per step."""
         q = self.queue_of[sid]
+        loop = asyncio.get_running_loop()
+        start = time.monotonic()
+        wake: list = [None]  # the future the task sleeps on
         running: list[tuple[float, int, object]] = []  # a heap of (finish time, tie-break, item)
         finished: list = []  # handed to the report pipeline, not sent yet
         sent_at, retry_at, n = -float("inf"), 0.0, 0
@@ -206,6 +217,7 @@ class SimSamplers:
             room = self.max_items - len(running) - len(finished)
             if asking is None and room >= min_room and now >= retry_at:
                 asking = asyncio.ensure_future(self._ask(q, sid, room))
+                asking.add_done_callback(lambda _: _set(wake[0]))
             while running and running[0][0] <= now:
                 finished.append(heapq.heappop(running)[2])
             if finished and now >= sent_at + self.report_interval_s:
@@ -213,7 +225,17 @@ class SimSamplers:
                 task = asyncio.ensure_future(self._send(q, sid, batch))
                 reporting.add(task)
                 task.add_done_callback(reporting.discard)
-            await asyncio.sleep(self.step_s)
+            events = [running[0][0]] if running else []
+            if finished:
+                events.append(sent_at + self.report_interval_s)
+            if asking is None and room >= min_room:
+                events.append(retry_at)
+            at = min(events, default=now + 1.0)  # nothing to wait for but an answer: look again in a second
+            at = start + self.step_s * max(1, -(-(at - start) // self.step_s))  # the end of that engine step
+            wake[0] = loop.create_future()
+            timer = loop.call_later(max(0.0, at - now), _set, wake[0])
+            await wake[0]
+            timer.cancel()
         if reporting:
             await asyncio.gather(*reporting, return_exceptions=True)
 
