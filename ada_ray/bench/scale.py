@@ -93,6 +93,9 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
     from ada_ray.actors.queue_coordinator import build_queue
     from ada_ray.actors.queue_relay import QueueRelay
 
+    if finish == "engine" and relay:
+        lease_mode = "feeder"  # a real sampler's asks never ride its reports through a relay
+
     cfg = to_dict(_queue_config(batch, max_staleness))
     opts = {"num_cpus": 0, "max_concurrency": 1000}
     # baseline: the same queue(s) holding two batches of prompts (interpreter, Ray workers, code, a step in flight)
@@ -155,7 +158,7 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
     issued = accounting["issued"]
     return {
         "samplers": samplers, "prompts": prompts, "shards": shards, "transport": transport, "relay": relay,
-        "lease_mode": lease_mode if finish == "together" else "feeder", "finish": finish,
+        "lease_mode": lease_mode, "finish": finish,
         "step_ms": step_ms if finish == "engine" else None,
         "report_interval_ms": report_interval_ms if finish == "engine" else None,
         "completion_tokens": completion_tokens, "hosts": len(sims), "seconds": elapsed, "steps": step,
@@ -299,17 +302,21 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
 
 
 def _variants(transports: str, relays: str, leases: str, finish: str, report_intervals: str) -> list[tuple]:
-    """Every (transport, relay, lease mode, finish, report interval ms) row of one (S, P, K): the lease
-    modes are the `together` shape's (an `engine` sampler's asks are the feeder's), the report intervals
-    the `engine` shape's (a `together` sampler reports each lease at once)."""
+    """Every (transport, relay, lease mode, finish, report interval ms) row of one (S, P, K). The report
+    intervals are the `engine` shape's (a `together` sampler reports each lease at once); an `engine`
+    sampler's asks ride its reports (`ride`) or not (`feeder`), and never through a relay, as the real
+    sampler's (queue_relay.asks_ride_reports)."""
     out = []
     for tr in transports.split(","):
         for rl in str(relays).split(","):
+            relayed = rl not in ("0", "off", "false")
             for fm in str(finish).split(","):
                 if fm == "together":
                     out += [(tr, rl, lm, fm, 0.0) for lm in leases.split(",")]
-                else:
-                    out += [(tr, rl, "feeder", fm, float(ri)) for ri in str(report_intervals).split(",")]
+                    continue
+                modes = ["feeder"] if relayed else list(dict.fromkeys(
+                    "ride" if lm == "ride" else "feeder" for lm in leases.split(",")))
+                out += [(tr, rl, lm, fm, float(ri)) for lm in modes for ri in str(report_intervals).split(",")]
     return out
 
 

@@ -12,8 +12,10 @@ Two shapes of a sampler (`finish`):
   time; every engine step (`step_ms`) hands what finished to the report pipeline, which sends it at once
   or, with `report_interval_ms` (sampler.report_interval_s), once that long has passed since its last
   call, never waiting for the answer; the feeder asks for the room left once it is a quarter of the
-  capacity, one long poll out at a time. With generations much longer than a step, a step finishes about
-  one item: one report call an item unless the interval gathers them.
+  capacity, one ask out at a time, riding the report call when one goes and the engine is at least half
+  full (`leases=ride`, direct calls: sampler.leases_ride_reports), else a long poll of its own. With
+  generations much longer than a step, a step finishes about one item: one report call an item unless
+  the interval gathers them.
 """
 
 from __future__ import annotations
@@ -214,17 +216,26 @@ class SimSamplers:
                         self.store.expire(it.version, self.max_staleness)
                     n += 1
                     heapq.heappush(running, (now + self.service_time(), n, it))
-            room = self.max_items - len(running) - len(finished)
-            if asking is None and room >= min_room and now >= retry_at:
-                asking = asyncio.ensure_future(self._ask(q, sid, room))
-                asking.add_done_callback(lambda _: _set(wake[0]))
             while running and running[0][0] <= now:
                 finished.append(heapq.heappop(running)[2])
+            room = self.max_items - len(running) - len(finished)
             if finished and now >= sent_at + self.report_interval_s:
                 batch, finished, sent_at = finished, [], now
-                task = asyncio.ensure_future(self._send(q, sid, batch))
+                room += len(batch)
+                # the feeder's ask rides the report while the engine is at least half full (direct calls)
+                ride = (self.lease_mode == "ride" and asking is None and room >= min_room and now >= retry_at
+                        and len(running) >= self.max_items // 2)
+                task = asyncio.ensure_future(self._send(q, sid, batch, room if ride else None))
                 reporting.add(task)
                 task.add_done_callback(reporting.discard)
+                if ride:
+                    asking = task
+                    asking.add_done_callback(lambda _: _set(wake[0]))
+            # else the feeder asks by itself (an engine under half full, or no report coming)
+            defer = self.lease_mode == "ride" and finished and len(running) >= self.max_items // 2
+            if asking is None and room >= min_room and now >= retry_at and not defer:
+                asking = asyncio.ensure_future(self._ask(q, sid, room))
+                asking.add_done_callback(lambda _: _set(wake[0]))
             events = [running[0][0]] if running else []
             if finished:
                 events.append(sent_at + self.report_interval_s)
@@ -250,13 +261,24 @@ class SimSamplers:
             self.empty_leases += 1
         return items
 
-    async def _send(self, q, sid: str, items: list) -> None:
+    async def _send(self, q, sid: str, items: list, ask: Optional[int] = None):
+        """One report call; `ask`: the room an ask riding it asks for (its answer is returned)."""
         reports = self._reports(sid, items)
         w, t0 = time.time(), time.perf_counter()
         self.report_calls += 1
-        await q.report_many.remote(sid, reports)
+        if ask is None:
+            await q.report_many.remote(sid, reports)
+            leased = None
+        else:
+            self.asks_on_reports += 1
+            _, leased = await q.report_many.remote(sid, reports, (ask, None, LeaseFeeder.lease_wait_s))
+            if leased and leased != Signal.STOP:
+                self.lease_s.append((w, time.perf_counter() - t0))
+            elif not leased:
+                self.empty_leases += 1
         self.report_s.append((w, time.perf_counter() - t0))
         self.served += len(items)
+        return leased
 
     async def run(self) -> dict:
         one = self._engine if self.finish == "engine" else self._one
