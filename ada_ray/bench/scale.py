@@ -21,6 +21,9 @@ would cost through a relay, which the sampler does not do, queue_relay.asks_ride
 a pause after an empty answer; `leases=probe`: this bench's earlier pattern (an ask answered at once,
 then a long poll when it came back empty: two calls where the feeder makes one).
 
+`finish=engine` shapes each simulated sampler as the real one instead (items finishing one by one, a
+report every engine step or every `report_intervals` ms: sampler.report_interval_s; scale_sims.py).
+
 Recorded per pair: work items served per second, lease and report latency p50/p99 (as the samplers see
 them; a lease's: feeder and ride, the round trip of a call that brought work, any wait for work included
 (ride: a report's too, the combined call's); probe,
