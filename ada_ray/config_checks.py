@@ -193,7 +193,7 @@ def _validate_sampler(s: SamplerConfig, d: DataConfig) -> None:
     _positive("sampler.tensor_parallel_size", s.tensor_parallel_size)
     _positive("sampler.lease_timeout_s", s.lease_timeout_s)
     _positive("sampler.start_timeout_s", s.start_timeout_s)
-    if not 0.0 <= s.report_interval_s <= MAX_REPORT_INTERVAL_S:
+    if s.report_interval_s is not None and not 0.0 <= s.report_interval_s <= MAX_REPORT_INTERVAL_S:
         raise _err("sampler.report_interval_s", f"in [0, {MAX_REPORT_INTERVAL_S:g}] seconds", s.report_interval_s)
     _check_resources("sampler.resources", s.resources)
 

@@ -180,8 +180,9 @@ class SamplerConfig:
     leases_ride_reports: bool = True
     # at most one report call a sampler this often (seconds): finished work waits and goes in one call.
     # An engine finishes a few sequences a step, so with long generations every pass held about one item:
-    # a queue call an item. 0: a call every pass (bench scale, BENCHMARKS "Report interval")
-    report_interval_s: float = 0.0
+    # a queue call an item. 0: a call every pass; null (auto): 0.25 in async mode, 0 in sync mode (where
+    # every round of a step would wait out its held reports). BENCHMARKS "Samplers shaped as the real one"
+    report_interval_s: Optional[float] = None
     # custom Ray resources each sampler asks for besides CPUs/GPUs, e.g. {node_a: 1}: only nodes started
     # with `ray start --resources '{"node_a": N}'` host samplers (pin samplers and learners to node pools)
     resources: dict[str, float] = field(default_factory=dict)

@@ -22,6 +22,7 @@ import ray
 from ada_ray.actors.queue_relay import asks_ride_reports
 from ada_ray.actors.ray_payloads import RayPayloadStore
 from ada_ray.actors.sampler_loop import SamplerLoop
+from ada_ray.actors.sampler_reports import report_interval
 from ada_ray.config import from_dict
 
 EVAL_TIMEOUT_S = 3600.0  # one evaluate call (all its prompts) on the sampler's engine
@@ -70,7 +71,7 @@ class Sampler:
                                 if self.cfg.sampler.payload_transport == "object_store" else None,
                                 max_staleness=self.cfg.trainer.max_staleness,
                                 asks_ride_reports=asks_ride_reports(self.cfg.sampler),
-                                report_interval_s=self.cfg.sampler.report_interval_s)
+                                report_interval_s=report_interval(self.cfg))
         self.thread = threading.Thread(target=self.loop.run, name=f"sampler-{sampler_id}", daemon=True)
         self.thread.start()
 

@@ -227,3 +227,16 @@ def test_without_a_report_interval_every_pass_is_a_call_of_its_own():
         assert [ids for _, ids in q.calls] == [[1], [2], [3]]
     finally:
         pipe.abandon()
+
+
+@pytest.mark.parametrize("overrides,expected", [
+    ([], 0.25),  # auto, async mode: the samplers run ahead of the learner
+    (["trainer.mode=sync"], 0.0),  # auto, sync mode: every round of a step would wait out its held reports
+    (["sampler.report_interval_s=0"], 0.0),
+    (["trainer.mode=sync", "sampler.report_interval_s=0.1"], 0.1),  # a number set is a number kept
+])
+def test_the_report_interval_auto_is_on_in_async_mode_only(overrides, expected):
+    from ada_ray.actors.sampler_reports import report_interval
+    from ada_ray.config import load_config
+
+    assert report_interval(load_config("default", overrides)) == expected
