@@ -151,19 +151,47 @@ class Runtime:
         refs = [self.learners[0].bus_connect.remote()]
         refs += [sp.join_bus.remote(host, port, 1 + j * tp, self.bus_world, backend, ws.timeout_s)
                  for j, (_, sp) in enumerate(active)]
-        _get(refs, ws.timeout_s + 30, "weight bus connect")
+        # every side settles first (a rank that failed at once leaves the others waiting out their
+        # rendezvous): nothing is still joining when the bus is closed and opened again
+        ray.wait(refs, num_returns=len(refs), timeout=ws.timeout_s + 30)
+        _get(refs, 1, "weight bus connect")
 
     def rebuild_bus(self, leaving: list[int] = ()) -> None:
         """Every sampler that is up (but those in `leaving`, which are not on it yet) leaves the bus; it is opened
-        again among the samplers up now, and the current weights are sent (a new one has none yet)."""
+        again among the samplers up now, and the current weights are sent (a new one has none yet).
+        A sampler found dead on the way (it died of the same fault as one being replaced, e.g. their relay
+        killed, or in between) is replaced in turn and the bus opened without it: a second death during a
+        rebuild never ends the run. A failure with no sampler dead is raised."""
+        failed: Optional[BaseException] = None
         for i, sp in self.active():
             if i not in leaving:
-                _get(sp.leave_bus.remote(), 60, "leave weight bus")
+                try:
+                    _get(sp.leave_bus.remote(), 60, "leave weight bus")
+                except Exception as exc:  # noqa: BLE001 - a dead sampler is found below
+                    failed = exc
         _get(self.learners[0].bus_close.remote(), 60, "close weight bus")
+        if self._replace_dead("died while the weight bus was rebuilt", failed):
+            return  # rebuilt without it, weights sent
         if not self.active():  # no sampler is up: the bus opens again when one is
             return
-        self.open_bus()
+        try:
+            self.open_bus()
+        except Exception as exc:  # noqa: BLE001
+            _get(self.learners[0].bus_close.remote(), 60, "close weight bus")
+            self._replace_dead("died while the weight bus was opened", exc)  # or raises exc
+            return
         self._broadcast(self.version)
+
+    def _replace_dead(self, why: str, failure: Optional[BaseException]) -> bool:
+        """Samplers whose process or loop is gone are replaced (which rebuilds the bus): whether any was.
+        None is and `failure` is given: it is raised (a live sampler that failed is not a fault we heal)."""
+        dead = self.dead_samplers(timeout_s=5.0, hung_too=False)
+        if dead:
+            self.replace_samplers(dead, why)
+            return True
+        if failure is not None:
+            raise failure
+        return False
 
     # -- verbs of the driver loop ----------------------------------------------------------------
 

@@ -3,7 +3,8 @@ its work is released (and its id retired), so a live culprit cannot lease in bet
 gets a new id and starts while the others go on (the bus is rebuilt among them at once, the new one
 joins when it is up); a replacement that cannot start is given up with a warning and the run goes on with
 fewer samplers; a long cohort wait says who holds the work; a cohort whose payloads were lost goes back
-to the queue and a dead sampler is replaced."""
+to the queue and a dead sampler is replaced; a second sampler dying while the bus is rebuilt for a first
+is replaced in turn and the run goes on."""
 
 from __future__ import annotations
 
@@ -133,7 +134,7 @@ def test_with_no_sampler_left_the_driver_waits_for_the_replacement_then_says_it_
 def test_a_long_cohort_wait_says_who_holds_the_work(rt):
     answers = iter([Signal.TIMEOUT, Signal.TIMEOUT, "the cohort"])
     rt.queue.answers["wait_cohort"] = lambda step, timeout: next(answers)
-    rt.dead_samplers = lambda timeout_s=30.0: []
+    rt.dead_samplers = lambda **kw: []
     rt.stall_note_s = 0.0
     assert rt.wait_cohort(4, timeout_s=100.0, poll_s=0.01) == "the cohort"
     notes = [e[1] for e in rt.events if e[0] == "log"]
@@ -141,7 +142,8 @@ def test_a_long_cohort_wait_says_who_holds_the_work(rt):
 
 
 def test_a_cohort_with_lost_payloads_goes_back_and_the_dead_sampler_is_replaced(rt):
-    rt.dead_samplers = lambda timeout_s=30.0: [0]
+    found = iter([[0]])
+    rt.dead_samplers = lambda **kw: next(found, [])  # sampler-0 is found dead once; its replacement is fine
     cohort = SimpleNamespace(index=3, groups=[1, 2, 3])
     assert rt.return_cohort(cohort, ["sampler-0"]) == 2
     ev = [e for e in rt.events if e[0] != "log"]
@@ -158,3 +160,50 @@ def test_a_sampler_that_died_since_the_last_update_is_replaced_before_the_broadc
     assert ev.index(("sampler-1", "KILLED")) < ev.index(("bus", "broadcast", 3))
     assert ("bus", "open", ("sampler-0",)) in ev  # the bus among the living, before version 3 is sent
     assert ("sampler-0", "KILLED") not in ev and 1 in rt.starting
+
+
+def _dies_under_the_rebuild(rt, index: int, when: str):
+    """Sampler `index` is up until the bus is rebuilt, then its loop is dead: at `leave` its leave_bus call
+    fails, at `open` the bus's opening fails under it (its join_bus)."""
+    def die():
+        rt.samplers[index].ready_ref = Ref(error=RuntimeError("LoopDied: its relay was killed"))
+
+    if when == "leave":
+        def leave():
+            die()
+            raise RuntimeError("leave_bus: LoopDied")
+        rt.samplers[index].answers["leave_bus"] = leave  # raises when called
+    opened = rt.open_bus
+    first = rt.samplers[index]
+
+    def open_bus():
+        if when == "open" and any(sp is first for _, sp in rt.active()):
+            opened()
+            die()
+            raise RuntimeError("weight bus connect: sampler-0 loop died")
+        opened()
+    rt.open_bus = open_bus
+
+
+@pytest.mark.parametrize("when", ["leave", "open"])
+def test_a_second_sampler_dying_while_the_bus_is_rebuilt_is_replaced_and_the_run_goes_on(rt, when):
+    """Two samplers behind one relay that is killed die of it one after the other: the first is replaced,
+    and the second, found dead while the bus is rebuilt among "the others", is replaced in turn, not a
+    crash of the run (tests/integration/test_faults.py's killed relay once failed so)."""
+    rt.next_ready = {0: (True, None), 1: (True, None)}  # the replacements come up
+    _dies_under_the_rebuild(rt, 0, when)
+    rt.replace_samplers([1], "died")
+    ev = [e for e in rt.events if e[0] != "log"]
+    assert ("sampler-0", "KILLED") in ev and ("queue", "release_sampler", "sampler-0", True) in ev
+    assert rt.replaced == 2 and [rt.samplers[i].name for i in (0, 1)] == ["sampler-0.1", "sampler-1.1"]
+    assert any(e[0] == "log" and "sampler-0 died while the weight bus was" in e[1] for e in rt.events)
+    assert ("bus", "open", ("sampler-0.1", "sampler-1.1")) in ev and ev[-1][1] == "start_sampling"
+    assert not rt.starting and [i for i, _ in rt.active()] == [0, 1]
+
+
+def test_a_bus_that_fails_to_open_with_every_sampler_alive_is_an_error(rt):
+    def open_bus():
+        raise RuntimeError("weight bus connect: bad port")
+    rt.open_bus = open_bus
+    with pytest.raises(RuntimeError, match="bad port"):
+        rt.replace_samplers([1], "died")
