@@ -30,7 +30,7 @@ train: install
 test: install
 	$(VENV)/bin/python -m pytest tests $(ARGS)
 
-# the edit-test loop: unit tests only (no Ray, vLLM or DeepSpeed start), 512 tests in ~95-170 s on 2 cores
+# the edit-test loop: unit tests only (no Ray, vLLM or DeepSpeed start), 523 tests in ~95-170 s on 2 cores
 test-fast: install
 	$(VENV)/bin/python -m pytest tests -m "not slow" $(ARGS)
 
