@@ -96,8 +96,8 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
     from ada_ray.actors.queue_coordinator import build_queue
     from ada_ray.actors.queue_relay import QueueRelay
 
-    if finish == "engine" and relay:
-        lease_mode = "feeder"  # a real sampler's asks never ride its reports through a relay
+    if finish == "engine":
+        lease_mode = _engine_lease_mode(lease_mode, relay)
 
     cfg = to_dict(_queue_config(batch, max_staleness))
     opts = {"num_cpus": 0, "max_concurrency": 1000}
@@ -304,6 +304,12 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
     return result
 
 
+def _engine_lease_mode(lease_mode: str, relay: bool) -> str:
+    """An engine-shaped sampler's asks: riding its reports (`ride`) or the feeder's own calls; never riding
+    through a relay, as the real sampler's (queue_relay.asks_ride_reports)."""
+    return "ride" if lease_mode == "ride" and not relay else "feeder"
+
+
 def _variants(transports: str, relays: str, leases: str, finish: str, report_intervals: str) -> list[tuple]:
     """Every (transport, relay, lease mode, finish, report interval ms) row of one (S, P, K). The report
     intervals are the `engine` shape's (a `together` sampler reports each lease at once); an `engine`
@@ -317,8 +323,7 @@ def _variants(transports: str, relays: str, leases: str, finish: str, report_int
                 if fm == "together":
                     out += [(tr, rl, lm, fm, 0.0) for lm in leases.split(",")]
                     continue
-                modes = ["feeder"] if relayed else list(dict.fromkeys(
-                    "ride" if lm == "ride" else "feeder" for lm in leases.split(",")))
+                modes = list(dict.fromkeys(_engine_lease_mode(lm, relayed) for lm in leases.split(",")))
                 out += [(tr, rl, lm, fm, float(ri)) for lm in modes for ri in str(report_intervals).split(",")]
     return out
 

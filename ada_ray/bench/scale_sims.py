@@ -133,15 +133,10 @@ class SimSamplers:
         latency, then, when it came back empty, the long poll (`polls`): two calls where the feeder makes
         one whenever no work is ready."""
         q = self.queue_of[sid]
+        if self.lease_mode in ("feeder", "ride"):
+            return await self._ask(q, sid, self.max_items)
         w, t0 = time.time(), time.perf_counter()
         self.lease_calls += 1
-        if self.lease_mode in ("feeder", "ride"):
-            items = await q.lease.remote(sid, self.max_items, None, LeaseFeeder.lease_wait_s)
-            if items and items != Signal.STOP:
-                self.lease_s.append((w, time.perf_counter() - t0))
-            elif not items:
-                self.empty_leases += 1
-            return items
         items = await q.lease.remote(sid, self.max_items, None, 0.0)
         self.lease_s.append((w, time.perf_counter() - t0))
         if items == Signal.STOP or items:
@@ -251,7 +246,7 @@ class SimSamplers:
             await asyncio.gather(*reporting, return_exceptions=True)
 
     async def _ask(self, q, sid: str, room: int):
-        """The feeder's long poll for the room left; a round trip recorded when it brought work."""
+        """The feeder's long poll for up to `room` items; a round trip recorded when it brought work."""
         w, t0 = time.time(), time.perf_counter()
         self.lease_calls += 1
         items = await q.lease.remote(sid, room, None, LeaseFeeder.lease_wait_s)

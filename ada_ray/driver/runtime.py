@@ -153,8 +153,11 @@ class Runtime:
                  for j, (_, sp) in enumerate(active)]
         # every side settles first (a rank that failed at once leaves the others waiting out their
         # rendezvous): nothing is still joining when the bus is closed and opened again
-        ray.wait(refs, num_returns=len(refs), timeout=ws.timeout_s + 30)
-        _get(refs, 1, "weight bus connect")
+        timeout = ws.timeout_s + 30
+        _, pending = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+        if pending:
+            raise RuntimeFailure(f"weight bus connect did not finish within {timeout:.0f}s")
+        ray.get(refs)  # a side that failed raises here
 
     def rebuild_bus(self, leaving: list[int] = ()) -> None:
         """Every sampler that is up (but those in `leaving`, which are not on it yet) leaves the bus; it is opened
