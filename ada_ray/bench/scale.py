@@ -27,7 +27,9 @@ report every engine step or every `report_intervals` ms: sampler.report_interval
 Recorded per pair: work items served per second, lease and report latency p50/p99 (as the samplers see
 them; a lease's: feeder and ride, the round trip of a call that brought work, any wait for work included
 (ride: a report's too, the combined call's); probe,
-the asking call's, answered at once), the queue process's CPU share, its memory per prompt (RSS after loading P prompts minus RSS after
+the asking call's, answered at once), the round trip of a lease the queue answers at once (`lease_answer_*`: a
+probe asking for no work every PROBE_EVERY_S the way the row's samplers reach the queue, i.e. what a sampler
+whose work is ready waits, without the wait for work), the queue process's CPU share, its memory per prompt (RSS after loading P prompts minus RSS after
 loading one batch, over the difference in prompts), the driver's wait per cohort, and two checks:
 admission control (every trained sample came from a policy version >= cohort - max_staleness) and the
 accounting invariant after the queue stops. Each row runs with each payload transport asked for
@@ -80,6 +82,36 @@ def make_prompt_source(prompts: int, folder: Path):
     return PromptTable.open(path)
 
 
+PROBE_EVERY_S = 0.1  # how often the lease probe asks (one Ray call: ~1% of the queue's CPU)
+
+
+class LeaseProbe:
+    """A thread that asks `target` (the queue, or the relay a row's samplers reach it through) for no work
+    every PROBE_EVERY_S: the queue answers such a lease at once, so its round trip is what a sampler whose
+    work is ready waits - the queue's responsiveness under load, without the wait for work a sampler's
+    long poll includes (a row's lease_p99_ms)."""
+
+    def __init__(self, target):
+        import threading
+
+        self.target = target
+        self.rtts: list[tuple[float, float]] = []  # (wall clock at the call, round trip s)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-scale-lease-probe", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(PROBE_EVERY_S):
+            w, t0 = time.time(), time.perf_counter()
+            ray.get(self.target.lease.remote("lease-probe", 0, None, 0.0), timeout=120)
+            self.rtts.append((w, time.perf_counter() - t0))
+
+    def stop(self) -> list[tuple[float, float]]:
+        self._stop.set()
+        self._thread.join(timeout=180)
+        return self.rtts
+
+
 def _kill(queue, shard_handles: list) -> None:
     for h in [queue] + [x for x in shard_handles if x is not queue]:
         ray.kill(h)
@@ -125,6 +157,7 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
     groups = 0
     step = 0
     cpu0 = ray.get(q.resources.remote(), timeout=60)
+    probe = LeaseProbe(relays[0][0] if relay else shard_handles[0])
     t_start = time.perf_counter()
     while time.perf_counter() - t_start < duration_s:
         w0 = time.perf_counter()
@@ -140,6 +173,8 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
         step += 1
         ray.get(q.set_version.remote(step), timeout=60)
     elapsed = time.perf_counter() - t_start
+    rtts = probe.stop()
+    probed = [d for w, d in rtts if w >= steady_from] or [d for _, d in rtts]
     cpu1 = ray.get(q.resources.remote(), timeout=60)
     stats0 = ray.get(q.stats.remote(), timeout=60)
     relay_stats = ray.get([r.stats.remote() for rs in relays for r in rs], timeout=60)
@@ -169,6 +204,9 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
         "items_per_s": served / elapsed,
         "lease_p50_ms": 1000 * percentile(lease, 0.5), "lease_p99_ms": 1000 * percentile(lease, 0.99),
         "lease_p99_all_ms": 1000 * percentile(lease_all, 0.99),
+        # a lease answered at once (LeaseProbe), in steady state: what a sampler whose work is ready waits
+        "lease_answer_p50_ms": 1000 * percentile(probed, 0.5), "lease_answer_p99_ms": 1000 * percentile(probed, 0.99),
+        "lease_probes": len(probed),
         "report_p50_ms": 1000 * percentile(report, 0.5), "report_p99_ms": 1000 * percentile(report, 0.99),
         "batch": batch, "lease_calls": sum(o["lease_calls"] for o in outs), "empty_leases": sum(o["empty_leases"] for o in outs),
         "asks_on_reports": sum(o["asks_on_reports"] for o in outs),
@@ -370,7 +408,10 @@ def format_row(r: dict) -> str:
             f"{r['items_per_s']:8.0f} items/s, "
             + (f"{r['items_per_report_call']:.1f} items a report call, " if "items_per_report_call" in r else "") +
             "lease p50/p99 "
-            f"{r['lease_p50_ms']:.1f}/{r['lease_p99_ms']:.1f} ms, report p50/p99 {r['report_p50_ms']:.1f}/"
+            f"{r['lease_p50_ms']:.1f}/{r['lease_p99_ms']:.1f} ms"
+            + (f" (answered at once {r['lease_answer_p50_ms']:.1f}/{r['lease_answer_p99_ms']:.1f})"
+               if "lease_answer_p99_ms" in r else "") +
+            f", report p50/p99 {r['report_p50_ms']:.1f}/"
             f"{r['report_p99_ms']:.1f} ms, queue CPU {100 * r['queue_cpu_share']:.0f}% ({r['queue_us_per_item']:.0f} us/item), "
             f"{r['bytes_per_prompt']:.0f} B/prompt, cohort wait p50 {r['cohort_wait_p50_ms']:.0f} ms, "
             f"stale {r['stale_samples']}, accounting {'ok' if r['accounting_ok'] else 'BROKEN'}"

@@ -38,3 +38,11 @@ def test_an_empty_batch_is_falsy_and_equals_no_work():
 def test_batches_concatenate_as_lists():
     a, b = WorkBatch.of(_items(2)), WorkBatch.of(_items(3)[2:])
     assert a + b == _items(3) and [] + a == _items(2) and a + [] == _items(2)
+
+
+def test_the_quick_constructor_makes_what_the_dataclass_makes_with_every_field():
+    import inspect
+
+    args = (7, "p", (1, 2), "a", 8, 3, 1, 99, 4)
+    assert WorkItem.make(*args) == WorkItem(*args) and WorkItem.make(*args).but(version=5) == WorkItem(*args[:-1], 5)
+    assert list(inspect.signature(WorkItem.make).parameters) == [f.name for f in dataclasses.fields(WorkItem)]

@@ -148,6 +148,7 @@ def test_bench_scale_smoke(ray_cluster, tmp_path):
         assert r["asks_on_reports"] > 0 and r["lease_calls"] >= r["hosts"]
         assert r["accounting_ok"] and r["stale_samples"] == 0  # admission control and accounting hold
         assert 0 < r["lease_p50_ms"] <= r["lease_p99_ms"] and r["queue_cpu_share"] > 0
+        assert r["lease_probes"] > 0 and 0 < r["lease_answer_p50_ms"] <= r["lease_answer_p99_ms"]  # answered at once
         if r["relay"]:  # the samplers' calls reached the queue through relays, combined
             assert r["queue_stats"]["relayed_calls"] > 0 and r["relay_reports_per_call"] >= 1
             assert r["relay_asks_per_call"] > 0  # a waiting ask goes out again in each long poll: may be < 1
