@@ -17,7 +17,7 @@ def test_per_item_split_covers_every_part_of_an_items_path(blocks):
     assert sp["items"] >= 3 * 16  # every prompt of 3 cohorts leased and reported at least once
     assert sp["samples_per_item"] == 8  # Seq-balance's rounds of M = 8
     assert set(sp["us_per_item"]) == {"lease", "lease_pickle", "report_unpickle", "report", "take_cohort",
-                                      "cohort_pickle"}
+                                      "cohort_pickle", "open_cohort"}
     assert all(v > 0 for v in sp["us_per_item"].values())
     assert math.isclose(sp["total_us_per_item"], sum(sp["us_per_item"].values()))
     assert gc.get_freeze_count() == 0  # the frozen heap is handed back
