@@ -24,6 +24,7 @@ import asyncio
 import heapq
 import random
 import time
+import traceback
 from typing import Optional
 
 import ray
@@ -50,6 +51,10 @@ FINISH_MODES = ("together", "engine")
 def _set(fut) -> None:
     if fut is not None and not fut.done():
         fut.set_result(None)
+
+
+class SimSamplerError(RuntimeError):
+    """A simulated sampler failed; the message holds its traceback."""
 
 
 @ray.remote(num_cpus=0)
@@ -277,7 +282,11 @@ class SimSamplers:
 
     async def run(self) -> dict:
         one = self._engine if self.finish == "engine" else self._one
-        await asyncio.gather(*(one(s) for s in self.ids))
+        try:
+            await asyncio.gather(*(one(s) for s in self.ids))
+        except Exception:  # noqa: BLE001 - named with its traceback as text: an error from the queue in it can fail to unpickle in the driver
+            raise SimSamplerError(f"bench scale: simulated samplers {self.ids[0]}..{self.ids[-1]} failed:\n"
+                                  f"{traceback.format_exc()[-4000:]}") from None
         return self.stats()
 
     def stop(self) -> None:
