@@ -48,14 +48,6 @@ def _made_by(samples: Sequence[Sample], owners: set[str]) -> bool:
     return any(s.payload is not None and s.payload[0].owner in owners for s in samples)
 
 
-def _unread(prompt_id: str) -> Prompt:
-    """A drawn prompt whose row (token ids, text, answer, difficulty) is not read yet: token_ids is None until
-    its first item is leased. Opening a cohort of B prompts then reads no row; each lease reads its new
-    prompts' rows in one call (a cohort of 16k prompts read at once held the PromptQueue's event loop for
-    a few hundred ms: every lease call waited behind it)."""
-    return Prompt(prompt_id, "", None, None)  # type: ignore[arg-type]
-
-
 def item_seed(seed: int, prompt_id: str, cohort: int, round_: int) -> int:
     h = hashlib.blake2b(f"{seed}|{prompt_id}|{cohort}|{round_}".encode(), digest_size=8).digest()
     return int.from_bytes(h, "little") & 0x7FFFFFFF
@@ -196,7 +188,7 @@ class WorkScheduler:
                 break
             taken.add(pid)
             ids.append(pid)
-        drawn = [_unread(pid) for pid in ids]  # their rows are read as they are leased (`lease`)
+        drawn = self.prompts.get_many(ids)  # the cohort's prompts read whole, in one go
         if not drawn:
             self.end_cohort = index
             return
@@ -240,24 +232,14 @@ class WorkScheduler:
         """Up to `max_items` items (and about `max_samples` samples: always at least one item),
         oldest cohort first, next rounds before new prompts."""
         self.expire(now)
-        taken: list[WorkItem] = []
+        out: list[WorkItem] = []
         samples = 0
-        while self.ready and len(taken) < max_items:
-            if max_samples is not None and taken and samples + self.ready[0][3].num_samples > max_samples:
+        while self.ready and len(out) < max_items:
+            if max_samples is not None and out and samples + self.ready[0][3].num_samples > max_samples:
                 break
             *_, item = heapq.heappop(self.ready)
             samples += item.num_samples
-            taken.append(item)
-        unread = [it.prompt_id for it in taken if it.token_ids is None]
-        rows = dict(zip(unread, self.prompts.get_many(unread))) if unread else {}
-        out: list[WorkItem] = []
-        for item in taken:
-            if item.token_ids is None:  # a new prompt's first round: its row is read now, not when its cohort opened
-                p = rows[item.prompt_id]
-                self.inflight[(item.cohort, item.prompt_id)].prompt = p
-                item = item.but(version=self.version, token_ids=p.token_ids, answer=p.answer)
-            else:
-                item = item.but(version=self.version)
+            item = item.but(version=self.version)
             self.leases.grant(item, sampler_id, now)
             out.append(item)
         return out

@@ -134,8 +134,7 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
     cfg = to_dict(_queue_config(batch, max_staleness))
     opts = {"num_cpus": 0, "max_concurrency": 1000}
     # baseline: the same queue(s) holding two batches of prompts (interpreter, Ray workers, code, the steps in
-    # flight), their open steps' work leased, so that their prompts' rows are read (a prompt's row is read at its
-    # first lease), as the measured queue's prompts in flight are at the end of a run
+    # flight), their open steps' work leased, as the measured queue's work in flight is at the end of a run
     base_n = min(prompts, 2 * batch)
     small, small_shards = build_queue(make_prompt_source(base_n, folder), cfg, shards=shards, options=opts)
     ray.get([h.lease.remote("baseline", 1 << 30, None, 0.0) for h in small_shards], timeout=600)

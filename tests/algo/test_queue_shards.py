@@ -175,8 +175,7 @@ def test_sharded_schedulers_give_full_cohorts_within_the_staleness_bound():
 def test_a_shard_view_reads_only_admitted_prompts():
     src = CountingSource(prompts(1000))
     view = qs.ShardSource(src, 0, 2)
-    s = WorkScheduler(view, AlgoConfig(name="grpo"), batch_prompts=4, max_staleness=1)
-    s.lease("s0", 100, 0.0)  # rows are read as their prompts are leased
+    WorkScheduler(view, AlgoConfig(name="grpo"), batch_prompts=4, max_staleness=1)
     assert len(src.fetched) == 8 and all(qs.shard_of(p, 2) == 0 for p in src.fetched)
 
 
