@@ -4,7 +4,6 @@ and the Signal values that stand in for a record where there is none."""
 
 from __future__ import annotations
 
-import bisect
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -256,12 +255,8 @@ class SampleBlock(Sequence):
     def __reduce__(self):
         if self._samples is not None:  # built (and maybe filled or changed) here: they travel as they are
             return list, (self.samples(),)
-        return _block_from_wire, self.fields()
-
-    def fields(self) -> tuple:
-        """The columns it is rebuilt from (`_block_from_wire`'s arguments)."""
-        return (self.prompt_id, self.version, self.round, self.rewards, self.tokens, self.batch, self.first_row,
-                self.finish, self.errors)
+        return _block_from_wire, (self.prompt_id, self.version, self.round, self.rewards, self.tokens, self.batch,
+                                  self.first_row, self.finish, self.errors)
 
 
 def _block_from_wire(prompt_id, version, round_, rewards, tokens, batch, first_row, finish, errors) -> SampleBlock:
@@ -293,8 +288,14 @@ class Group:
         return all(abs(a) < 1e-12 for a in self.advantages)
 
     def __reduce__(self):
-        """Pickled as columns (`groups_to_wire`), as a cohort's groups are."""
-        return _one_group_from_wire, (groups_to_wire([self]),)
+        """Pickled as its other fields plus each sample's wire tuple: a cohort of thousands of samples
+        leaves the PromptQueue in half the time it took as Sample objects (less time the queue's
+        event loop is held while the driver takes a cohort). Samples the queue kept as a view of a pool
+        (prompt_state.PoolView) leave it without being built there."""
+        fields = dict(self.__dict__)
+        samples = fields.pop("samples")
+        wires = samples.wires() if hasattr(samples, "wires") else [s.__reduce__()[1] for s in samples]
+        return _group_from_wire, (fields, wires)
 
 
 @dataclass(frozen=True)
@@ -323,16 +324,6 @@ class WorkItem:
     seed: int
     version: int  # the queue's policy version when the item was leased
 
-    @classmethod
-    def make(cls, item_id: int, prompt_id: str, token_ids: tuple, answer: str, num_samples: int, cohort: int,
-             round: int, seed: int, version: int) -> "WorkItem":
-        """WorkItem(...) without the frozen __init__'s one object.__setattr__ a field (half the cost; the
-        queue makes one for every round it starts)."""
-        new = object.__new__(cls)
-        new.__dict__.update(item_id=item_id, prompt_id=prompt_id, token_ids=token_ids, answer=answer,
-                            num_samples=num_samples, cohort=cohort, round=round, seed=seed, version=version)
-        return new
-
     def but(self, **changes) -> "WorkItem":
         """A copy with `changes`: what dataclasses.replace gives, without running the frozen __init__
         (one object.__setattr__ a field: ~4x dearer; the queue copies every item it leases)."""
@@ -341,105 +332,8 @@ class WorkItem:
         return new
 
 
-_WORK_FIELDS = tuple(WorkItem.__dataclass_fields__)
-
-
-class WorkBatch(Sequence):
-    """The work items of one lease answer as columns: one list a WorkItem field. It crosses processes as
-    those lists (a relay passes it on without reading it), so the queue pickles no object an item (with
-    Ray, each object a Python hook call); an item is built on its first read, once."""
-
-    __slots__ = ("columns", "_items")
-
-    def __init__(self, columns: list[list]):
-        self.columns = columns
-        self._items: Optional[list[WorkItem]] = None
-
-    @classmethod
-    def of(cls, items: Sequence[WorkItem]) -> "WorkBatch":
-        dicts = [it.__dict__ for it in items]
-        return cls([[d[f] for d in dicts] for f in _WORK_FIELDS])
-
-    def items(self) -> list[WorkItem]:
-        if self._items is None:
-            built = []
-            for row in zip(*self.columns):
-                it = object.__new__(WorkItem)
-                it.__dict__.update(zip(_WORK_FIELDS, row))
-                built.append(it)
-            self._items = built
-        return self._items
-
-    def __len__(self) -> int:
-        return len(self.columns[0])
-
-    def __getitem__(self, i):
-        return self.items()[i]
-
-    def __iter__(self):
-        return iter(self.items())
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Sequence) and not isinstance(other, str) and list(self) == list(other)
-
-    __hash__ = None
-
-    def __add__(self, other) -> list[WorkItem]:
-        return list(self) + list(other)
-
-    def __radd__(self, other) -> list[WorkItem]:
-        return list(other) + list(self)
-
-    def __repr__(self) -> str:
-        return f"WorkBatch({len(self)} items)"
-
-    def __reduce__(self):
-        return WorkBatch, (self.columns,)
-
-
-_GROUP_FIELDS = tuple(f for f in Group.__dataclass_fields__ if f != "samples")
-
-
-def groups_to_wire(groups: Sequence[Group]) -> tuple:
-    """Groups as columns: one list a Group field across the groups, and each group's kept samples as the
-    rounds they were reported in (a pool that is all SampleBlocks not read in the queue: each block's
-    columns, and the kept samples' pool indices; `PoolView.pool_wire`) or else as each kept sample's wire
-    tuple. Pickled so, a cohort leaves the PromptQueue as lists and tuples - no object a group or a
-    sample, nothing for Ray's Python pickling hook - and the samples are built where it is unpickled."""
-    dicts = [g.__dict__ for g in groups]
-    columns = [[d[f] for d in dicts] for f in _GROUP_FIELDS]
-    samples = []
-    for d in dicts:
-        kept = d["samples"]
-        pool = kept.pool_wire() if hasattr(kept, "pool_wire") else None
-        samples.append(pool if pool is not None else [s.__reduce__()[1] for s in kept])
-    return columns, samples
-
-
-def groups_from_wire(columns: list, samples: list) -> list[Group]:
-    """The groups `groups_to_wire` took apart, each holding its Samples (built here)."""
-    out = []
-    for values, kept in zip(zip(*columns), samples):
-        g = object.__new__(Group)
-        g.__dict__ = dict(zip(_GROUP_FIELDS, values))
-        g.samples = _kept_from_pool(*kept) if type(kept) is tuple else [_sample_from_wire(*w) for w in kept]
-        out.append(g)
-    return out
-
-
-def _kept_from_pool(rounds: list, indices: list) -> list[Sample]:
-    """Pool samples `indices` of a pool reported as `rounds` (each a SampleBlock's fields)."""
-    blocks = [_block_from_wire(*r) for r in rounds]
-    starts, at = [], 0
-    for b in blocks:
-        starts.append(at)
-        at += len(b)
-    out = []
-    for j in indices:
-        r = bisect.bisect_right(starts, j) - 1
-        out.append(blocks[r][j - starts[r]])
-    return out
-
-
-def _one_group_from_wire(wire: tuple) -> Group:
-    return groups_from_wire(*wire)[0]
+def _group_from_wire(fields: dict, sample_wires: list) -> Group:
+    g = object.__new__(Group)
+    g.__dict__ = fields
+    g.samples = [_sample_from_wire(*w) for w in sample_wires]
+    return g

@@ -2,11 +2,11 @@
 
 1. Scheduler operations per second, pure (no Ray): lease + report of Reinforce-Ada-Seq-balance work
    for a large synthetic dataset (fake samples, Bernoulli rewards); and where the queue's CPU per work
-   item goes, in process (`per_item_split`): the scheduler's lease, pickling the leased items (as the queue
-   answers them: one WorkBatch of columns), unpickling a report (what Ray does to a report call's argument
-   in the queue), the scheduler's report, taking a cohort and pickling it for the driver (its groups as
-   columns), opening the next cohort as the version moves - every part of an item's path through the queue but Ray's call; reports as SampleBlocks (now)
-   and as one Sample a sample (before), interleaved twice.
+   item goes, in process (`per_item_split`): the scheduler's lease, pickling the leased items, unpickling a
+   report (what Ray does to a report call's argument in the queue), the scheduler's report, taking a cohort
+   and pickling it for the driver, opening the next cohort as the version moves - every part of an item's
+   path through the queue but Ray's call; reports as SampleBlocks (now) and as one Sample a sample (before),
+   interleaved twice.
 2. Through the Ray actor: lease / report round trips per second from one client.
 3. The queue's share of a real training run's wall time: the actor's busy seconds over the run's
    elapsed time, from `queue/busy_s_total` in a run's metrics (target <= 1%).
@@ -73,7 +73,7 @@ def per_item_split(prompts: int = 100_000, batch: int = 1024, steps: int = 12, i
 
     from ada_ray.actors.prompt_queue import settle_heap
     from ada_ray.algo.payloads import remote_report
-    from ada_ray.algo.types import PayloadBatch, WorkBatch
+    from ada_ray.algo.types import PayloadBatch
 
     s = WorkScheduler(_prompts(prompts), AlgoConfig(name="ada_seq_balance"), batch_prompts=batch,
                       max_staleness=2, total_steps=steps, seed=seed)
@@ -96,7 +96,7 @@ def per_item_split(prompts: int = 100_000, batch: int = 1024, steps: int = 12, i
             items = timed("lease", s.lease, "s", items_per_call, 0.0)
             if not items:
                 raise RuntimeError(f"per_item_split: no work ready before cohort {step} was complete")
-            timed("lease_pickle", lambda: pickle.dumps(WorkBatch.of(items)))  # the queue's answer: columns
+            timed("lease_pickle", pickle.dumps, items)
             calls += 1
             batch_ref = PayloadBatch(f"b{calls}", "s", [None])
             reports, row = [], 0
