@@ -203,7 +203,8 @@ BENCH_PARAMS = {"steps": int, "skip": int, "out": str, "smoke": lambda v: v.lowe
                 "shards": str, "seed0": int, "grpo_factor": float, "n16_seeds": int,
                 "sb_seeds": int, "transports": str, "completion_tokens": int,
                 "kill_at": int, "cases": str, "variants": str, "relays": str,
-                "leases": str, "finish": str, "step_ms": float, "report_intervals": str}
+                "leases": str, "finish": str, "step_ms": float, "report_intervals": str,
+                "queue_cores": str}
 
 
 def cmd_bench(argv: list[str]) -> int:

@@ -232,14 +232,14 @@ class PromptQueue:
                 "prompts_reissued": s.prompt_counts.prompts_reissued}
 
     async def resources(self) -> dict:
-        """This process's CPU seconds so far and its memory: RSS, and the anonymous part of it (what the
-        queue owns; the rest is shared code and memory-mapped files such as the prompt table)."""
+        """This process's id, its CPU seconds so far and its memory: RSS, and the anonymous part of it (what
+        the queue owns; the rest is shared code and memory-mapped files such as the prompt table)."""
         import psutil
 
         p = psutil.Process()
         cpu = p.cpu_times()
         mem = p.memory_full_info()
-        return {"cpu_s": cpu.user + cpu.system, "rss_mb": mem.rss / 2**20,
+        return {"pid": p.pid, "cpu_s": cpu.user + cpu.system, "rss_mb": mem.rss / 2**20,
                 "anon_mb": (mem.rss - mem.shared) / 2**20, "uss_mb": mem.uss / 2**20}
 
     async def state_dict(self, fetch_timeout_s: float = 300.0) -> dict:

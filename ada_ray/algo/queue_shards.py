@@ -175,11 +175,12 @@ def merge_stats(parts: Sequence[dict]) -> dict:
 
 
 def merge_resources(parts: Sequence[dict]) -> dict:
-    """CPU seconds and memory of every shard process, summed."""
+    """CPU seconds and memory of every shard process, summed (a process's own `pid` is left out)."""
     out: dict = {}
     for part in parts:
         for k, v in part.items():
-            out[k] = out.get(k, 0.0) + v
+            if k != "pid":
+                out[k] = out.get(k, 0.0) + v
     return out
 
 

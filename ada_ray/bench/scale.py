@@ -21,6 +21,10 @@ would cost through a relay, which the sampler does not do, queue_relay.asks_ride
 a pause after an empty answer; `leases=probe`: this bench's earlier pattern (an ask answered at once,
 then a long poll when it came back empty: two calls where the feeder makes one).
 
+`queue_cores=1` runs a row with the queue's process(es) on a core of their own and every other process of
+the bench on the rest, as on a cluster whose queue node is not shared with samplers (core_pin.py);
+`queue_cores=0,1` runs both, side by side.
+
 `finish=engine` shapes each simulated sampler as the real one instead (items finishing one by one, a
 report every engine step or every `report_intervals` ms: sampler.report_interval_s; scale_sims.py).
 
@@ -28,8 +32,8 @@ Recorded per pair: work items served per second, lease and report latency p50/p9
 them; a lease's: feeder and ride, the round trip of a call that brought work, any wait for work included
 (ride: a report's too, the combined call's); probe,
 the asking call's, answered at once), the round trip of a lease the queue answers at once (`lease_answer_*`: a
-probe asking for no work every PROBE_EVERY_S the way the row's samplers reach the queue, i.e. what a sampler
-whose work is ready waits, without the wait for work), the queue process's CPU share, its memory per prompt (RSS after loading P prompts minus RSS after
+probe in a process of its own asking for no work every PROBE_EVERY_S the way the row's samplers reach the
+queue, i.e. what a sampler whose work is ready waits, without the wait for work), the queue process's CPU share, its memory per prompt (RSS after loading P prompts minus RSS after
 loading one batch, over the difference in prompts), the driver's wait per cohort, and two checks:
 admission control (every trained sample came from a policy version >= cohort - max_staleness) and the
 accounting invariant after the queue stops. Each row runs with each payload transport asked for
@@ -55,6 +59,7 @@ from typing import Optional
 import ray
 
 from ada_ray.actors.ray_payloads import OWNERS_NAMESPACE, owner_actor_name
+from ada_ray.bench.core_pin import CorePin
 from ada_ray.bench.common import COMPLETION_TOKENS, PROMPT_TOKENS, write_result
 from ada_ray.bench.ray_floor import format_floor, ray_call_floor
 from ada_ray.bench.scale_sims import SimSamplers, pass_rate
@@ -86,29 +91,55 @@ def make_prompt_source(prompts: int, folder: Path):
 PROBE_EVERY_S = 0.1  # how often the lease probe asks (10 no-op calls a second at Ray's ~0.5 ms: ~0.5% of a core)
 
 
-class LeaseProbe:
-    """A thread that asks `target` (the queue, or the relay a row's samplers reach it through) for no work
-    every PROBE_EVERY_S: the queue answers such a lease at once, so its round trip is what a sampler whose
-    work is ready waits - the queue's responsiveness under load, without the wait for work a sampler's
-    long poll includes (a row's lease_p99_ms)."""
+@ray.remote(num_cpus=0, max_concurrency=2)
+class _ProbeActor:
+    """The lease probe's process: a caller of its own, as a sampler is (in the bench process it would wait
+    on that process's work, e.g. taking each cohort: BENCHMARKS, "A lease answered at once")."""
 
-    def __init__(self, target):
-        self.target = target
-        self.rtts: list[tuple[float, float]] = []  # (wall clock at the call, round trip s)
+    def __init__(self):
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bench-scale-lease-probe", daemon=True)
-        self._thread.start()
 
-    def _run(self) -> None:
+    def run(self, target) -> list[tuple[float, float]]:
+        self._stop.clear()
+        rtts = []  # (wall clock at the call, round trip s)
         while not self._stop.wait(PROBE_EVERY_S):
             w, t0 = time.time(), time.perf_counter()
-            ray.get(self.target.lease.remote("lease-probe", 0, None, 0.0), timeout=120)
-            self.rtts.append((w, time.perf_counter() - t0))
+            ray.get(target.lease.remote("lease-probe", 0, None, 0.0), timeout=120)
+            rtts.append((w, time.perf_counter() - t0))
+        return rtts
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def ready(self) -> bool:
+        return True
+
+
+class LeaseProbe:
+    """Asks `target` (the queue, or the relay a row's samplers reach it through) for no work every
+    PROBE_EVERY_S, from a process of its own: the queue answers such a lease at once, so its round trip is
+    what a sampler whose work is ready waits - the queue's responsiveness under load, without the wait for
+    work a sampler's long poll includes (a row's lease_p99_ms)."""
+
+    def __init__(self, target, actor=None):
+        """`actor`: a probe process to reuse (new_probe_actor; a run's rows share one), else one of its own."""
+        self.owned = actor is None
+        self.actor = new_probe_actor() if actor is None else actor
+        self._run = self.actor.run.remote(target)
 
     def stop(self) -> list[tuple[float, float]]:
-        self._stop.set()
-        self._thread.join(timeout=180)
-        return self.rtts
+        ray.get(self.actor.stop.remote(), timeout=60)
+        rtts = ray.get(self._run, timeout=180)
+        if self.owned:
+            ray.kill(self.actor)
+        return rtts
+
+
+def new_probe_actor():
+    """A lease probe's process, started (the first probe of a row comes at once, not after a worker starts)."""
+    actor = _ProbeActor.remote()
+    ray.get(actor.ready.remote(), timeout=300)
+    return actor
 
 
 def _kill(queue, shard_handles: list) -> None:
@@ -120,10 +151,12 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
              max_items: int, batch: int, max_staleness: int, shards: int = 1, seed: int = 0,
              transport: str = "inline", completion_tokens: int = COMPLETION_TOKENS, relay: bool = False,
              lease_mode: str = "ride", finish: str = "together", step_ms: float = 20.0,
-             report_interval_ms: float = 0.0) -> dict:
+             report_interval_ms: float = 0.0, queue_core: bool = False, probe_actor=None) -> dict:
     """One (S, P, K) row: K queue shards (K = 1: the single PromptQueue) built as the Runtime builds them;
     `relay`: each sampler host reaches them through its own QueueRelays (one a shard), as a node's
-    samplers do with sampler.queue_relay (a host stands for a node)."""
+    samplers do with sampler.queue_relay (a host stands for a node); `queue_core`: the shards on a core
+    of their own while the row is measured, every other process of the bench on the others (core_pin.py);
+    `probe_actor`: the lease probe's process to reuse (LeaseProbe)."""
     from ada_ray.actors.queue_coordinator import build_queue
     from ada_ray.actors.queue_relay import QueueRelay
 
@@ -157,26 +190,32 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
     stale_violations = 0
     groups = 0
     step = 0
-    cpu0 = ray.get(q.resources.remote(), timeout=60)
-    probe = LeaseProbe(relays[0][0] if relay else shard_handles[0])
-    t_start = time.perf_counter()
-    while time.perf_counter() - t_start < duration_s:
-        w0 = time.perf_counter()
-        res = ray.get(q.wait_cohort.remote(step, 120.0), timeout=180)
-        if not hasattr(res, "groups"):
-            raise RuntimeError(f"bench scale: cohort {step} did not come ({res})")
-        waits.append(time.perf_counter() - w0)
-        if step == 0:
-            steady_from = time.time()  # the first cohort is in: every sampler has had its first lease
-        for g in res.groups:
-            groups += 1
-            stale_violations += sum(1 for s in g.samples if s.version < step - max_staleness)
-        step += 1
-        ray.get(q.set_version.remote(step), timeout=60)
-    elapsed = time.perf_counter() - t_start
+    probe = LeaseProbe(relays[0][0] if relay else shard_handles[0], probe_actor)
+    pin = CorePin([r["pid"] for r in ray.get([h.resources.remote() for h in shard_handles], timeout=60)]
+                  ) if queue_core else None
+    try:
+        cpu0 = ray.get(q.resources.remote(), timeout=60)
+        t_start = time.perf_counter()
+        while time.perf_counter() - t_start < duration_s:
+            w0 = time.perf_counter()
+            res = ray.get(q.wait_cohort.remote(step, 120.0), timeout=180)
+            if not hasattr(res, "groups"):
+                raise RuntimeError(f"bench scale: cohort {step} did not come ({res})")
+            waits.append(time.perf_counter() - w0)
+            if step == 0:
+                steady_from = time.time()  # the first cohort is in: every sampler has had its first lease
+            for g in res.groups:
+                groups += 1
+                stale_violations += sum(1 for s in g.samples if s.version < step - max_staleness)
+            step += 1
+            ray.get(q.set_version.remote(step), timeout=60)
+        elapsed = time.perf_counter() - t_start
+        cpu1 = ray.get(q.resources.remote(), timeout=60)
+    finally:
+        if pin is not None:
+            pin.release()
     rtts = probe.stop()
     probed = [d for w, d in rtts if w >= steady_from] or [d for _, d in rtts]
-    cpu1 = ray.get(q.resources.remote(), timeout=60)
     stats0 = ray.get(q.stats.remote(), timeout=60)
     relay_stats = ray.get([r.stats.remote() for rs in relays for r in rs], timeout=60)
     for s in sims:
@@ -198,6 +237,7 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
     return {
         "samplers": samplers, "prompts": prompts, "shards": shards, "transport": transport, "relay": relay,
         "lease_mode": lease_mode, "finish": finish,
+        "queue_core": pin.describe() if pin is not None else None,
         "step_ms": step_ms if finish == "engine" else None,
         "report_interval_ms": report_interval_ms if finish == "engine" else None,
         "completion_tokens": completion_tokens, "hosts": len(sims), "seconds": elapsed, "steps": step,
@@ -293,7 +333,7 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
         max_items: int = 64, batch: int = 512, prompts_per_sampler: int = 16, shards: str = "1",
         seed: int = 0, transports: str = "inline,object_store", completion_tokens: int = COMPLETION_TOKENS,
         relays: str = "0", leases: str = "ride", finish: str = "together", step_ms: float = 20.0,
-        report_intervals: str = "0") -> dict:
+        report_intervals: str = "0", queue_cores: str = "0") -> dict:
     from ada_ray.driver import cluster as cl
 
     if smoke:
@@ -301,6 +341,7 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
     s_list = [int(x) for x in str(samplers).split(",")]
     p_list = [int(x) for x in str(prompts).split(",")]
     k_list = [int(x) for x in str(shards).split(",")]
+    qc_list = [_flag("queue_cores", x) for x in str(queue_cores).split(",")]
     folder = out_dir / "scale_data"
     folder.mkdir(parents=True, exist_ok=True)
     loads = [{"rows_asked": p, **driver_load(p, folder)} for p in p_list]
@@ -312,7 +353,9 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
         loads.append({"rows_asked": max(p_list), "mode": "list", **driver_load(max(p_list), folder, "list")})
     c = cl.connect(load_config("default", [f"trainer.ray_num_cpus={max(2, hosts + 1)}"]))
     rows = []
+    probe_actor = None
     try:
+        probe_actor = new_probe_actor()
         floor = ray_call_floor(calls=400 if smoke else 1200)
         for f in floor:
             print(format_floor(f), file=sys.stderr, flush=True)
@@ -321,14 +364,18 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
                 for k in k_list:
                     # side by side in one run: machine drift hits every variant alike
                     for tr, rl, lm, fm, ri in _variants(transports, relays, leases, finish, report_intervals):
-                        rows.append(run_pair(s, p, folder=folder, duration_s=duration, service_ms=service_ms,
-                                             hosts=hosts, max_items=max_items,
-                                             batch=min(p, max(batch, prompts_per_sampler * s)), max_staleness=2,
-                                             shards=k, seed=seed, transport=tr, completion_tokens=completion_tokens,
-                                             relay=rl not in ("0", "off", "false"), lease_mode=lm, finish=fm,
-                                             step_ms=step_ms, report_interval_ms=ri))
-                        print(format_row(rows[-1]), file=sys.stderr, flush=True)  # progress; the table goes to stdout
+                        for qc in qc_list:
+                            rows.append(run_pair(s, p, folder=folder, duration_s=duration, service_ms=service_ms,
+                                                 hosts=hosts, max_items=max_items,
+                                                 batch=min(p, max(batch, prompts_per_sampler * s)), max_staleness=2,
+                                                 shards=k, seed=seed, transport=tr, completion_tokens=completion_tokens,
+                                                 relay=rl not in ("0", "off", "false"), lease_mode=lm, finish=fm,
+                                                 step_ms=step_ms, report_interval_ms=ri, queue_core=qc,
+                                                 probe_actor=probe_actor))
+                            print(format_row(rows[-1]), file=sys.stderr, flush=True)  # progress; the table: stdout
     finally:
+        if probe_actor is not None:
+            ray.kill(probe_actor)
         c.shutdown()
     result = {"params": {"duration_s": duration, "service_ms": service_ms, "hosts": hosts, "max_items": max_items,
                          "shards": k_list, "batch": batch, "prompts_per_sampler": prompts_per_sampler, "max_staleness": 2, "prompt_tokens": PROMPT_TOKENS,
@@ -336,6 +383,7 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
                          "relays": str(relays).split(","), "leases": leases.split(","),
                          "finish": str(finish).split(","), "step_ms": step_ms,
                          "report_intervals_ms": [float(x) for x in str(report_intervals).split(",")],
+                         "queue_cores": qc_list,
                          "algo": "ada_seq_balance"},
               "rows": rows, "driver_load": loads, "ray_call_floor": floor}
     write_result(out_dir, "scale", result)
@@ -347,6 +395,15 @@ def _engine_lease_mode(lease_mode: str, relay: bool) -> str:
     """An engine-shaped sampler's asks: riding its reports (`ride`) or the feeder's own calls; never riding
     through a relay, as the real sampler's (queue_relay.asks_ride_reports)."""
     return "ride" if lease_mode == "ride" and not relay else "feeder"
+
+
+def _flag(name: str, value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("0", "off", "false"):
+        return False
+    if v in ("1", "on", "true"):
+        return True
+    raise ValueError(f"bench scale {name}: expected 0 or 1 (a comma-separated list of them), got {value!r}")
 
 
 def _variants(transports: str, relays: str, leases: str, finish: str, report_intervals: str) -> list[tuple]:
@@ -404,7 +461,7 @@ def chart(path: Path, rows: list[dict]) -> Path:
 
 def format_row(r: dict) -> str:
     return (f"S={r['samplers']:>4} P={r['prompts']:>8,} K={r.get('shards', 1)} {r.get('transport', 'inline'):>12}"
-            f"{' relay' if r.get('relay') else ''}{' ' + r['lease_mode'] if r.get('lease_mode', 'feeder') != 'feeder' else ''}"
+            f"{' relay' if r.get('relay') else ''}{' queue-core' if r.get('queue_core') else ''}{' ' + r['lease_mode'] if r.get('lease_mode', 'feeder') != 'feeder' else ''}"
             + (f" engine (report every {r['report_interval_ms']:g} ms)" if r.get("finish") == "engine" else "") + ": "
             f"{r['items_per_s']:8.0f} items/s, "
             + (f"{r['items_per_report_call']:.1f} items a report call, " if "items_per_report_call" in r else "") +
