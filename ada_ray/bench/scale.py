@@ -59,8 +59,8 @@ from typing import Optional
 import ray
 
 from ada_ray.actors.ray_payloads import OWNERS_NAMESPACE, owner_actor_name
-from ada_ray.bench.core_pin import CorePin
 from ada_ray.bench.common import COMPLETION_TOKENS, PROMPT_TOKENS, write_result
+from ada_ray.bench.core_pin import CorePin
 from ada_ray.bench.ray_floor import format_floor, ray_call_floor
 from ada_ray.bench.scale_sims import SimSamplers, pass_rate
 from ada_ray.config import load_config, to_dict

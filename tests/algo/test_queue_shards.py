@@ -126,8 +126,8 @@ def test_merge_wait_accounting_stats_resources():
                          {"busy_s": 0.5, "calls": 1, "open_cohorts": 2, "version": 4, "leased_by": {"s0": 1, "s1": 4}}])
     assert st == {"busy_s": 1.5, "calls": 3, "open_cohorts": 3, "version": 4, "leased_by": {"s0": 3, "s1": 4},
                   "shards": 2}
-    assert qs.merge_resources([{"cpu_s": 1.0, "rss_mb": 10.0}, {"cpu_s": 2.0, "rss_mb": 5.0}]) == \
-        {"cpu_s": 3.0, "rss_mb": 15.0}
+    assert qs.merge_resources([{"pid": 7, "cpu_s": 1.0, "rss_mb": 10.0}, {"pid": 9, "cpu_s": 2.0, "rss_mb": 5.0}]) == \
+        {"cpu_s": 3.0, "rss_mb": 15.0}  # a process id is not summed
 
 
 def test_sharded_states_round_trip_and_a_different_shard_count_is_refused():

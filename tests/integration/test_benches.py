@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pytest
 
@@ -181,6 +182,14 @@ def test_bench_scale_smoke(ray_cluster, tmp_path):
         assert r["accounting_ok"] and r["stale_samples"] == 0 and r["groups_trained"] > 0
     assert rows[1]["items_per_report_call"] > 2 * rows[0]["items_per_report_call"]
     assert "engine (report every 200 ms)" in scale.format_row(rows[1])
+    # the queue on a core of its own while the row is measured, every core given back after it
+    if len(os.sched_getaffinity(0)) >= 2:
+        cores = set(os.sched_getaffinity(0))
+        r = scale.run_pair(4, 2000, folder=tmp_path / "scale_data", duration_s=2.0, service_ms=20.0, hosts=2,
+                           max_items=64, batch=64, max_staleness=2, transport="object_store", queue_core=True)
+        assert r["queue_core"]["queue_cores"] == [min(cores)] and r["queue_core"]["pinned_processes"] >= 3
+        assert r["accounting_ok"] and r["groups_trained"] > 0 and r["lease_probes"] > 0
+        assert os.sched_getaffinity(0) == cores and "queue-core" in scale.format_row(r)
 
 
 def test_bench_budget_smoke_and_resume(ray_cluster, tmp_path):
