@@ -369,7 +369,7 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
                                                  hosts=hosts, max_items=max_items,
                                                  batch=min(p, max(batch, prompts_per_sampler * s)), max_staleness=2,
                                                  shards=k, seed=seed, transport=tr, completion_tokens=completion_tokens,
-                                                 relay=rl not in ("0", "off", "false"), lease_mode=lm, finish=fm,
+                                                 relay=rl not in _OFF, lease_mode=lm, finish=fm,
                                                  step_ms=step_ms, report_interval_ms=ri, queue_core=qc,
                                                  probe_actor=probe_actor))
                             print(format_row(rows[-1]), file=sys.stderr, flush=True)  # progress; the table: stdout
@@ -397,9 +397,12 @@ def _engine_lease_mode(lease_mode: str, relay: bool) -> str:
     return "ride" if lease_mode == "ride" and not relay else "feeder"
 
 
+_OFF = ("0", "off", "false")  # a variant list's "no" (relays, queue_cores)
+
+
 def _flag(name: str, value: str) -> bool:
     v = value.strip().lower()
-    if v in ("0", "off", "false"):
+    if v in _OFF:
         return False
     if v in ("1", "on", "true"):
         return True
@@ -414,7 +417,7 @@ def _variants(transports: str, relays: str, leases: str, finish: str, report_int
     out = []
     for tr in transports.split(","):
         for rl in str(relays).split(","):
-            relayed = rl not in ("0", "off", "false")
+            relayed = rl not in _OFF
             for fm in str(finish).split(","):
                 if fm == "together":
                     out += [(tr, rl, lm, fm, 0.0) for lm in leases.split(",")]

@@ -168,8 +168,11 @@ def test_bench_scale_smoke(ray_cluster, tmp_path):
     assert len(held) == 1 and held[0]["items"] == 0 and held[0]["server_cpu_us_per_call"] > 0
     assert (tmp_path / "scale.png").read_bytes()[:4] == b"\x89PNG"
     # the bench's earlier lease pattern: an ask answered at once, a long poll after each empty one
+    shared_probe = scale.new_probe_actor()  # a run's rows share one probe process; a row leaves it running
     r = scale.run_pair(4, 2000, folder=tmp_path / "scale_data", duration_s=2.0, service_ms=20.0, hosts=2, max_items=64,
-                       batch=64, max_staleness=2, transport="object_store", lease_mode="probe")
+                       batch=64, max_staleness=2, transport="object_store", lease_mode="probe", probe_actor=shared_probe)
+    assert r["lease_probes"] > 0 and ray_cluster.get(shared_probe.ready.remote(), timeout=60)
+    ray_cluster.kill(shared_probe)
     assert r["lease_mode"] == "probe" and r["accounting_ok"] and r["groups_trained"] > 0
     assert r["lease_calls"] > r["empty_leases"] == r["long_polls"] and r["asks_on_reports"] == 0
     # samplers shaped as the real one (items finishing one by one, a report every engine step), without
