@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
-from typing import Optional
+from typing import Optional, Sequence
 
 import ray
 
@@ -36,7 +36,7 @@ from ada_ray.actors.lease_waiters import LeaseWaiters
 from ada_ray.actors.ray_payloads import RayPayloadStore
 from ada_ray.algo.payloads import LostPayloads, fill, remote_batches
 from ada_ray.algo.scheduler import CohortResult, WorkScheduler
-from ada_ray.algo.types import Signal
+from ada_ray.algo.types import Signal, WorkBatch, WorkItem
 from ada_ray.config import from_dict
 
 
@@ -95,12 +95,14 @@ class PromptQueue:
         except asyncio.TimeoutError:
             pass
 
-    def _lease_now(self, sampler_id: str, max_items: int, max_samples: Optional[int]) -> list:
+    def _lease_now(self, sampler_id: str, max_items: int, max_samples: Optional[int]) -> Sequence[WorkItem]:
+        """Ready items for this ask, as one WorkBatch (columns: no object an item for Ray to pickle), or []."""
         t0 = time.perf_counter()
         items = self.sched.lease(sampler_id, max_items, time.monotonic(), max_samples)
+        out = WorkBatch.of(items) if items else items
         self.busy_s += time.perf_counter() - t0
         self.calls += 1
-        return items
+        return out
 
     def _lease_or_stop(self, sampler_id: str, max_items: int, max_samples: Optional[int]):
         """Ready items for this ask now, or Signal.STOP once the queue stopped or the sampler is retired."""

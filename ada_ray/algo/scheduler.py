@@ -199,8 +199,8 @@ class WorkScheduler:
 
     def _new_item(self, p: Prompt, cohort: int, round_: int, k: int) -> WorkItem:
         self.next_item_id += 1
-        return WorkItem(self.next_item_id, p.prompt_id, p.token_ids, p.answer, k, cohort, round_,
-                        item_seed(self.seed, p.prompt_id, cohort, round_), self.version)
+        return WorkItem.make(self.next_item_id, p.prompt_id, p.token_ids, p.answer, k, cohort, round_,
+                             item_seed(self.seed, p.prompt_id, cohort, round_), self.version)
 
     def _push(self, item: WorkItem) -> None:
         self._seq += 1

@@ -1,6 +1,6 @@
 """The records that flow through the system: one scored Sample, one work item's samples as columns
 (SampleBlock: what a sampler reports when the payloads are off the control plane), one training Group,
-and the Signal values that stand in for a record where there is none."""
+one leased WorkItem and a lease answer's items as columns (WorkBatch), and the Signal values that stand in for a record where there is none."""
 
 from __future__ import annotations
 
@@ -324,6 +324,16 @@ class WorkItem:
     seed: int
     version: int  # the queue's policy version when the item was leased
 
+    @classmethod
+    def make(cls, item_id: int, prompt_id: str, token_ids: tuple, answer: str, num_samples: int, cohort: int,
+             round: int, seed: int, version: int) -> "WorkItem":
+        """WorkItem(...) without the frozen __init__'s one object.__setattr__ a field (half the cost; the
+        queue makes one for every round it starts)."""
+        new = object.__new__(cls)
+        new.__dict__.update(item_id=item_id, prompt_id=prompt_id, token_ids=token_ids, answer=answer,
+                            num_samples=num_samples, cohort=cohort, round=round, seed=seed, version=version)
+        return new
+
     def but(self, **changes) -> "WorkItem":
         """A copy with `changes`: what dataclasses.replace gives, without running the frozen __init__
         (one object.__setattr__ a field: ~4x dearer; the queue copies every item it leases)."""
@@ -337,3 +347,59 @@ def _group_from_wire(fields: dict, sample_wires: list) -> Group:
     g.__dict__ = fields
     g.samples = [_sample_from_wire(*w) for w in sample_wires]
     return g
+
+
+_WORK_FIELDS = tuple(WorkItem.__dataclass_fields__)
+
+
+class WorkBatch(Sequence):
+    """The work items of one lease answer as columns: one list a WorkItem field. It crosses processes as
+    those lists (a relay passes it on without reading it), so the queue pickles no object an item (with
+    Ray, each object a Python hook call); an item is built on its first read, once."""
+
+    __slots__ = ("columns", "_items")
+
+    def __init__(self, columns: list[list]):
+        self.columns = columns
+        self._items: Optional[list[WorkItem]] = None
+
+    @classmethod
+    def of(cls, items: Sequence[WorkItem]) -> "WorkBatch":
+        dicts = [it.__dict__ for it in items]
+        return cls([[d[f] for d in dicts] for f in _WORK_FIELDS])
+
+    def items(self) -> list[WorkItem]:
+        if self._items is None:
+            built = []
+            for row in zip(*self.columns):
+                it = object.__new__(WorkItem)
+                it.__dict__.update(zip(_WORK_FIELDS, row))
+                built.append(it)
+            self._items = built
+        return self._items
+
+    def __len__(self) -> int:
+        return len(self.columns[0])
+
+    def __getitem__(self, i):
+        return self.items()[i]
+
+    def __iter__(self):
+        return iter(self.items())
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and not isinstance(other, str) and list(self) == list(other)
+
+    __hash__ = None
+
+    def __add__(self, other) -> list[WorkItem]:
+        return list(self) + list(other)
+
+    def __radd__(self, other) -> list[WorkItem]:
+        return list(other) + list(self)
+
+    def __repr__(self) -> str:
+        return f"WorkBatch({len(self)} items)"
+
+    def __reduce__(self):
+        return WorkBatch, (self.columns,)
