@@ -84,6 +84,17 @@ class PromptState:
         rnd, j = self._locate(i)
         return rnd.wire(j) if isinstance(rnd, SampleBlock) else rnd[j].__reduce__()[1]
 
+    def pool_wire(self, indices: Sequence[int]) -> Optional[tuple[list, list]]:
+        """Pool samples `indices` as they pickle when every round is a SampleBlock none of whose samples
+        was built here: (each block's columns, the indices) - an object a round, not a tuple a sample
+        (types.groups_to_wire). None otherwise (a sample built here may have been filled or changed)."""
+        rounds = []
+        for rnd in self._rounds:
+            if type(rnd) is not SampleBlock or rnd.materialized:
+                return None
+            rounds.append(rnd.fields())
+        return rounds, list(indices)
+
     def view(self, indices: Sequence[int]) -> "PoolView":
         """Pool samples `indices` (e.g. the kept group), built only where read."""
         return PoolView(self, list(indices))
@@ -146,6 +157,10 @@ class PoolView(Sequence):
     def rewards(self) -> list[float]:
         r = self._st.rewards
         return [r[j] for j in self._idx]
+
+    def pool_wire(self) -> Optional[tuple[list, list]]:
+        """These samples as the pool's rounds and their indices (PromptState.pool_wire), or None."""
+        return self._st.pool_wire(self._idx)
 
     def wires(self) -> list[tuple]:
         """Each sample as it pickles, none built here (Group.__reduce__: a kept group leaves the queue so)."""

@@ -35,7 +35,8 @@ from ada_ray.algo.prompt_source import PromptSource, as_source
 from ada_ray.algo.scheduler_state import Cohort, PromptCounts
 from ada_ray.algo.prompt_state import PromptState
 from ada_ray.algo.strategies import Strategy, make_strategy
-from ada_ray.algo.types import Group, Prompt, Sample, SampleBlock, Signal, WorkItem
+from ada_ray.algo.types import (Group, Prompt, Sample, SampleBlock, Signal, WorkItem, groups_from_wire,
+                                groups_to_wire)
 
 if TYPE_CHECKING:
     from ada_ray.config import AlgoConfig
@@ -63,6 +64,17 @@ class CohortResult:
     dapo_cap_hit: bool
     samples_generated: int
     skipped: int = 0  # prompts passed over at the draw (ada_budget: parked)
+
+    def __reduce__(self):
+        """Its groups, kept and dropped, pickled together as columns (types.groups_to_wire): the cohort
+        leaves the PromptQueue as a few lists, not an object a group and a tuple a sample."""
+        return _cohort_from_wire, (self.index, len(self.groups), groups_to_wire(self.groups + self.dropped), self.draws,
+                                   self.dapo_cap_hit, self.samples_generated, self.skipped)
+
+
+def _cohort_from_wire(index: int, kept: int, groups: tuple, *counts) -> CohortResult:
+    every = groups_from_wire(*groups)
+    return CohortResult(index, every[:kept], every[kept:], *counts)
 
 
 class SchedulerError(RuntimeError):

@@ -4,6 +4,7 @@ one leased WorkItem and a lease answer's items as columns (WorkBatch), and the S
 
 from __future__ import annotations
 
+import bisect
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -255,8 +256,12 @@ class SampleBlock(Sequence):
     def __reduce__(self):
         if self._samples is not None:  # built (and maybe filled or changed) here: they travel as they are
             return list, (self.samples(),)
-        return _block_from_wire, (self.prompt_id, self.version, self.round, self.rewards, self.tokens, self.batch,
-                                  self.first_row, self.finish, self.errors)
+        return _block_from_wire, self.fields()
+
+    def fields(self) -> tuple:
+        """The columns it is rebuilt from (`_block_from_wire`'s arguments)."""
+        return (self.prompt_id, self.version, self.round, self.rewards, self.tokens, self.batch, self.first_row,
+                self.finish, self.errors)
 
 
 def _block_from_wire(prompt_id, version, round_, rewards, tokens, batch, first_row, finish, errors) -> SampleBlock:
@@ -288,14 +293,8 @@ class Group:
         return all(abs(a) < 1e-12 for a in self.advantages)
 
     def __reduce__(self):
-        """Pickled as its other fields plus each sample's wire tuple: a cohort of thousands of samples
-        leaves the PromptQueue in half the time it took as Sample objects (less time the queue's
-        event loop is held while the driver takes a cohort). Samples the queue kept as a view of a pool
-        (prompt_state.PoolView) leave it without being built there."""
-        fields = dict(self.__dict__)
-        samples = fields.pop("samples")
-        wires = samples.wires() if hasattr(samples, "wires") else [s.__reduce__()[1] for s in samples]
-        return _group_from_wire, (fields, wires)
+        """Pickled as columns (`groups_to_wire`), as a cohort's groups are."""
+        return _one_group_from_wire, (groups_to_wire([self]),)
 
 
 @dataclass(frozen=True)
@@ -340,13 +339,6 @@ class WorkItem:
         new = object.__new__(WorkItem)
         new.__dict__.update(self.__dict__, **changes)
         return new
-
-
-def _group_from_wire(fields: dict, sample_wires: list) -> Group:
-    g = object.__new__(Group)
-    g.__dict__ = fields
-    g.samples = [_sample_from_wire(*w) for w in sample_wires]
-    return g
 
 
 _WORK_FIELDS = tuple(WorkItem.__dataclass_fields__)
@@ -403,3 +395,53 @@ class WorkBatch(Sequence):
 
     def __reduce__(self):
         return WorkBatch, (self.columns,)
+
+
+_GROUP_FIELDS = tuple(f for f in Group.__dataclass_fields__ if f != "samples")
+
+
+def groups_to_wire(groups: Sequence[Group]) -> tuple:
+    """Groups as columns: one list a Group field across the groups, and each group's kept samples as the
+    rounds they were reported in (a pool that is all SampleBlocks not read in the queue: each block's
+    columns, and the kept samples' pool indices; `PoolView.pool_wire`) or else as each kept sample's wire
+    tuple. Pickled so, a cohort leaves the PromptQueue as lists and tuples - no object a group or a
+    sample, nothing for Ray's Python pickling hook - and the samples are built where it is unpickled."""
+    dicts = [g.__dict__ for g in groups]
+    columns = [[d[f] for d in dicts] for f in _GROUP_FIELDS]
+    samples = []
+    for d in dicts:
+        kept = d["samples"]
+        pool = kept.pool_wire() if hasattr(kept, "pool_wire") else None
+        if pool is None:  # a view of a pool read in the queue gives its wires without building the rest
+            pool = kept.wires() if hasattr(kept, "wires") else [s.__reduce__()[1] for s in kept]
+        samples.append(pool)
+    return columns, samples
+
+
+def groups_from_wire(columns: list, samples: list) -> list[Group]:
+    """The groups `groups_to_wire` took apart, each holding its Samples (built here)."""
+    out = []
+    for values, kept in zip(zip(*columns), samples):
+        g = object.__new__(Group)
+        g.__dict__ = dict(zip(_GROUP_FIELDS, values))
+        g.samples = _kept_from_pool(*kept) if type(kept) is tuple else [_sample_from_wire(*w) for w in kept]
+        out.append(g)
+    return out
+
+
+def _kept_from_pool(rounds: list, indices: list) -> list[Sample]:
+    """Pool samples `indices` of a pool reported as `rounds` (each a SampleBlock's fields)."""
+    blocks = [_block_from_wire(*r) for r in rounds]
+    starts, at = [], 0
+    for b in blocks:
+        starts.append(at)
+        at += len(b)
+    out = []
+    for j in indices:
+        r = bisect.bisect_right(starts, j) - 1
+        out.append(blocks[r][j - starts[r]])
+    return out
+
+
+def _one_group_from_wire(wire: tuple) -> Group:
+    return groups_from_wire(*wire)[0]

@@ -73,7 +73,7 @@ def per_item_split(prompts: int = 100_000, batch: int = 1024, steps: int = 12, i
 
     from ada_ray.actors.prompt_queue import settle_heap
     from ada_ray.algo.payloads import remote_report
-    from ada_ray.algo.types import PayloadBatch
+    from ada_ray.algo.types import PayloadBatch, WorkBatch
 
     s = WorkScheduler(_prompts(prompts), AlgoConfig(name="ada_seq_balance"), batch_prompts=batch,
                       max_staleness=2, total_steps=steps, seed=seed)
@@ -96,7 +96,7 @@ def per_item_split(prompts: int = 100_000, batch: int = 1024, steps: int = 12, i
             items = timed("lease", s.lease, "s", items_per_call, 0.0)
             if not items:
                 raise RuntimeError(f"per_item_split: no work ready before cohort {step} was complete")
-            timed("lease_pickle", pickle.dumps, items)
+            timed("lease_pickle", lambda its: pickle.dumps(WorkBatch.of(its)), items)  # as PromptQueue answers
             calls += 1
             batch_ref = PayloadBatch(f"b{calls}", "s", [None])
             reports, row = [], 0

@@ -117,8 +117,57 @@ def test_a_kept_group_leaves_the_queue_without_a_sample_built_there():
         assert h.samples == list(g.samples) and h.advantages == g.advantages and h == g
         assert [x.reward for x in h.samples] == [1.0, 1.0, 0.0, 0.0]  # balanced: 2 positives, 2 negatives
         assert [x.payload[1] for x in h.samples] == [x.payload[1] for x in g.samples]
+    assert not any(f in wire for f in (b"_sample_from_wire", b"_block_from_wire", b"_group_from_wire", b"Group"))  # columns
     first = res.groups[0].samples[0]  # read in the queue and filled: it travels filled
     first.fill_payload([5, 6, 7], [-0.5, -0.25, -1.0], "abc")
     again = pickle.loads(pickle.dumps(res.groups[0]))
     assert again.samples[0].completion_ids == [5, 6, 7] and again.samples[0].text == "abc"
     assert again.samples[1].remote  # the others still name their payload
+
+
+def test_a_cohort_travels_as_columns_with_kept_dropped_and_mixed_pools():
+    """A cohort pickles its groups together (types.groups_to_wire): a pool of unread SampleBlocks as its
+    rounds and the kept indices (taken over several rounds, in the group's order), a group of Sample lists
+    as each sample's wire; kept and dropped groups come back as they were, in order."""
+    from ada_ray.algo.scheduler import CohortResult
+    from ada_ray.algo.types import Group
+
+    st = PromptState(Prompt("p", "q", (1,), "a"), 3, 0.5)
+    r0 = SampleBlock("p", 1, [0.0, 0.0, 1.0], [3, 4, 5], batch("b0"), 0, finish=["stop", "length", "stop"])
+    r1 = SampleBlock("p", 2, [1.0, 0.0], [6, 7], batch("b1"), 9, errors=[False, True], round_=1)
+    st.add_round(r0)
+    st.add_round(r1)
+    viewed = Group("p", [1], st.view([2, 3, 4, 0]), [0.5, 0.5, -0.5, -0.5], 3, 5, 2, 2, True, [0.0, 0.0, 1.0])
+    listed = Group("q", [2, 2], [Sample("q", [4], [-0.5], 1.0, 2, text="t")], [0.0], 3, 1, 1, 1, False, [1.0], "hard",
+                   dropped=True)
+    empty = Group("e", [], [], [], 3, 0, 0, 0, False)
+    res = CohortResult(3, [viewed, empty], [listed], draws=3, dapo_cap_hit=True, samples_generated=6, skipped=1)
+    back = pickle.loads(pickle.dumps(res))
+    assert not r0.materialized and not r1.materialized  # pickled from the rounds' columns
+    assert (back.index, back.draws, back.dapo_cap_hit, back.samples_generated, back.skipped) == (3, 3, True, 6, 1)
+    assert back.groups == [viewed, empty] and back.dropped == [listed]
+    got = back.groups[0].samples
+    assert [(x.reward, x.version, x.round, x.payload[0].key, x.payload[1:], x.finish_reason, x.reward_error)
+            for x in got] == [(1.0, 1, 0, "b0", (2, 5), "stop", False), (1.0, 2, 1, "b1", (9, 6), "stop", False),
+                              (0.0, 2, 1, "b1", (10, 7), "stop", True), (0.0, 1, 0, "b0", (0, 3), "stop", False)]
+    assert back.dropped[0].samples[0].completion_ids == [4] and back.dropped[0].difficulty == "hard"
+    r1[0]  # a sample read in the queue (maybe filled there): the kept samples travel as wires
+    assert st.pool_wire([0]) is None and pickle.loads(pickle.dumps(res)).groups == [viewed, empty]
+
+
+def test_a_pool_read_in_the_queue_travels_as_wires_without_building_the_rest():
+    """One sample of a pool read (maybe filled) in the queue: the kept group pickles each kept sample's wire
+    (PoolView.wires), building no other sample there."""
+    from ada_ray.algo.types import Group
+
+    st = PromptState(Prompt("p", "q", (1,), "a"), 0, 0.5)
+    r0 = SampleBlock("p", 1, [0.0, 1.0], [3, 4], batch("b0"), 0)
+    r1 = SampleBlock("p", 1, [1.0, 0.0], [5, 6], batch("b1"), 0, round_=1)
+    st.add_round(r0)
+    st.add_round(r1)
+    r1[1].fill_payload([8], [-0.5], "x")
+    g = Group("p", [1], st.view([1, 3, 0, 2]), [0.5, -0.5, -0.5, 0.5], 0, 4, 2, 2, True)
+    back = pickle.loads(pickle.dumps(g))
+    assert not r0.materialized and [x is not None for x in r1._samples] == [False, True]
+    assert [x.reward for x in back.samples] == [1.0, 0.0, 0.0, 1.0] and back.samples[1].completion_ids == [8]
+    assert back.samples[0].payload[1:] == (1, 4) and back.samples[3].payload[0].key == "b1"
