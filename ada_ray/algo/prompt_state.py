@@ -5,8 +5,8 @@ list of Samples or a SampleBlock (one item's samples as columns). The scheduler 
 the pool through its rewards and counts (`pool_size`, `len(pos)`, `rewards`), which a SampleBlock has
 without building a Sample; `pool`, `pos` and `neg` are sequence views that build a sample only where it
 is read. Downsampling picks pool indices (the first few of `pos` and `neg`), and the kept group holds a
-view of them (`view`): in the queue no Sample is built at all - a group pickles each kept sample from
-the columns (`PoolView.wires`) and the process that unpickles it gets Samples. Views support len,
+view of them (`view`): in the queue no Sample is built at all - a group pickles its kept samples from
+the columns (`PoolView.to_wire`) and the process that unpickles it gets Samples. Views support len,
 indexing, slicing, iteration and == with a list.
 """
 
@@ -158,13 +158,11 @@ class PoolView(Sequence):
         r = self._st.rewards
         return [r[j] for j in self._idx]
 
-    def pool_wire(self) -> Optional[tuple[list, list]]:
-        """These samples as the pool's rounds and their indices (PromptState.pool_wire), or None."""
-        return self._st.pool_wire(self._idx)
-
-    def wires(self) -> list[tuple]:
-        """Each sample as it pickles, none built here (Group.__reduce__: a kept group leaves the queue so)."""
-        return [self._st.wire(j) for j in self._idx]
+    def to_wire(self):
+        """These samples as they leave the queue (types.groups_to_wire), none built here: the pool's rounds
+        and the indices (PromptState.pool_wire) when no sample of the pool was read here, else each
+        sample's wire tuple."""
+        return self._st.pool_wire(self._idx) or [self._st.wire(j) for j in self._idx]
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Sequence) and len(self) == len(other) and list(self) == list(other)

@@ -1,11 +1,13 @@
 """The records that flow through the system: one scored Sample, one work item's samples as columns
-(SampleBlock: what a sampler reports when the payloads are off the control plane), one training Group,
-one leased WorkItem and a lease answer's items as columns (WorkBatch), and the Signal values that stand in for a record where there is none."""
+(SampleBlock: what a sampler reports when the payloads are off the control plane), one training Group
+(groups cross processes as columns: groups_to_wire), one leased WorkItem and a lease answer's items as
+columns (WorkBatch), and the Signal values that stand in for a record where there is none."""
 
 from __future__ import annotations
 
 import bisect
 from array import array
+from itertools import accumulate
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -362,12 +364,7 @@ class WorkBatch(Sequence):
 
     def items(self) -> list[WorkItem]:
         if self._items is None:
-            built = []
-            for row in zip(*self.columns):
-                it = object.__new__(WorkItem)
-                it.__dict__.update(zip(_WORK_FIELDS, row))
-                built.append(it)
-            self._items = built
+            self._items = [WorkItem.make(*row) for row in zip(*self.columns)]
         return self._items
 
     def __len__(self) -> int:
@@ -403,18 +400,13 @@ _GROUP_FIELDS = tuple(f for f in Group.__dataclass_fields__ if f != "samples")
 def groups_to_wire(groups: Sequence[Group]) -> tuple:
     """Groups as columns: one list a Group field across the groups, and each group's kept samples as the
     rounds they were reported in (a pool that is all SampleBlocks not read in the queue: each block's
-    columns, and the kept samples' pool indices; `PoolView.pool_wire`) or else as each kept sample's wire
+    columns, and the kept samples' pool indices; `PoolView.to_wire`) or else as each kept sample's wire
     tuple. Pickled so, a cohort leaves the PromptQueue as lists and tuples - no object a group or a
     sample, nothing for Ray's Python pickling hook - and the samples are built where it is unpickled."""
     dicts = [g.__dict__ for g in groups]
     columns = [[d[f] for d in dicts] for f in _GROUP_FIELDS]
-    samples = []
-    for d in dicts:
-        kept = d["samples"]
-        pool = kept.pool_wire() if hasattr(kept, "pool_wire") else None
-        if pool is None:  # a view of a pool read in the queue gives its wires without building the rest
-            pool = kept.wires() if hasattr(kept, "wires") else [s.__reduce__()[1] for s in kept]
-        samples.append(pool)
+    samples = [d["samples"].to_wire() if hasattr(d["samples"], "to_wire") else [s.__reduce__()[1] for s in d["samples"]]
+               for d in dicts]
     return columns, samples
 
 
@@ -432,10 +424,7 @@ def groups_from_wire(columns: list, samples: list) -> list[Group]:
 def _kept_from_pool(rounds: list, indices: list) -> list[Sample]:
     """Pool samples `indices` of a pool reported as `rounds` (each a SampleBlock's fields)."""
     blocks = [_block_from_wire(*r) for r in rounds]
-    starts, at = [], 0
-    for b in blocks:
-        starts.append(at)
-        at += len(b)
+    starts = list(accumulate((len(b) for b in blocks[:-1]), initial=0))
     out = []
     for j in indices:
         r = bisect.bisect_right(starts, j) - 1

@@ -157,7 +157,7 @@ def test_a_cohort_travels_as_columns_with_kept_dropped_and_mixed_pools():
 
 def test_a_pool_read_in_the_queue_travels_as_wires_without_building_the_rest():
     """One sample of a pool read (maybe filled) in the queue: the kept group pickles each kept sample's wire
-    (PoolView.wires), building no other sample there."""
+    (PoolView.to_wire), building no other sample there."""
     from ada_ray.algo.types import Group
 
     st = PromptState(Prompt("p", "q", (1,), "a"), 0, 0.5)
