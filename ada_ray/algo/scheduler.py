@@ -22,7 +22,6 @@ at shutdown). Checkpoints: scheduler_state.py (the cohort record, the prompt cou
 from __future__ import annotations
 
 import hashlib
-import heapq
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Collection, Optional, Sequence, Union
@@ -32,6 +31,7 @@ from ada_ray.algo.estimator import PassRateEstimator
 from ada_ray.algo.leases import LeaseTable
 from ada_ray.algo.prompt_order import PromptOrder
 from ada_ray.algo.prompt_source import PromptSource, as_source
+from ada_ray.algo.ready_queue import ReadyQueue
 from ada_ray.algo.scheduler_state import Cohort, PromptCounts
 from ada_ray.algo.prompt_state import PromptState
 from ada_ray.algo.strategies import Strategy, make_strategy
@@ -125,11 +125,10 @@ class WorkScheduler:
         self.end_cohort: Optional[int] = None  # first cohort index that will never exist
         self.cohorts: dict[int, Cohort] = {}
         self.inflight: dict[tuple[int, str], PromptState] = {}  # key: (cohort, prompt_id)
-        self.ready: list[tuple[int, int, int, WorkItem]] = []  # heap (cohort, new, seq, item)
+        self.ready = ReadyQueue()  # work order: oldest cohort, next rounds before new prompts, first in first out
         self.leases = LeaseTable(lease_timeout_s)
         self.prompt_counts = PromptCounts()
         self.next_item_id = 0
-        self._seq = 0
         self.open_cohorts()
 
     # ------------------------------------------------------------------------------------------
@@ -215,8 +214,7 @@ class WorkScheduler:
                              item_seed(self.seed, p.prompt_id, cohort, round_), self.version)
 
     def _push(self, item: WorkItem) -> None:
-        self._seq += 1
-        heapq.heappush(self.ready, (item.cohort, 0 if item.round > 0 else 1, self._seq, item))
+        self.ready.push(item)
 
     def set_version(self, version: int) -> None:
         if version < self.version:
@@ -234,10 +232,11 @@ class WorkScheduler:
         self.expire(now)
         out: list[WorkItem] = []
         samples = 0
-        while self.ready and len(out) < max_items:
-            if max_samples is not None and out and samples + self.ready[0][3].num_samples > max_samples:
+        ready = self.ready
+        while ready and len(out) < max_items:
+            if max_samples is not None and out and samples + ready.peek().num_samples > max_samples:
                 break
-            *_, item = heapq.heappop(self.ready)
+            item = ready.pop()
             samples += item.num_samples
             item = item.but(version=self.version)
             self.leases.grant(item, sampler_id, now)
@@ -334,11 +333,7 @@ class WorkScheduler:
 
     def _cancel_items(self, keys: set[tuple[int, str]]) -> None:
         """Cancel the outstanding item (ready, held at a barrier or leased) of each (cohort, prompt)."""
-        kept = [e for e in self.ready if (e[3].cohort, e[3].prompt_id) not in keys]
-        cancelled = len(self.ready) - len(kept)
-        if cancelled:
-            self.ready = kept
-            heapq.heapify(self.ready)
+        cancelled = len(self.ready.remove_if(lambda it: (it.cohort, it.prompt_id) in keys))
         for co in {c for c, _ in keys}:
             held = self.cohorts[co].held
             self.cohorts[co].held = [it for it in held if (it.cohort, it.prompt_id) not in keys]
@@ -476,13 +471,8 @@ class WorkScheduler:
             co.running_items += 1
             self._push(item)
         if self.barrier:
-            kept = []
-            for entry in self.ready:
-                item = entry[3]
-                lowest = min(w["round"] for w in work if w["cohort"] == item.cohort)
-                if item.round > lowest:
-                    self.cohorts[item.cohort].held.append(item)
-                else:
-                    kept.append(entry)
-            self.ready = kept
-            heapq.heapify(self.ready)
+            lowest: dict[int, int] = {}
+            for w in work:
+                lowest[w["cohort"]] = min(lowest.get(w["cohort"], w["round"]), w["round"])
+            for item in self.ready.remove_if(lambda it: it.round > lowest[it.cohort]):
+                self.cohorts[item.cohort].held.append(item)

@@ -141,7 +141,7 @@ class SavedScheduler(Protocol):
 def save(s: SavedScheduler) -> dict:
     """`WorkScheduler.state_dict`: everything needed to resume. Leased work is saved as not yet
     done (it goes out again), in the order: leased, ready, held at a round barrier."""
-    outstanding = s.leases.items() + [entry[3] for entry in s.ready]
+    outstanding = s.leases.items() + list(s.ready)
     for co in s.cohorts.values():
         outstanding += co.held
     return {
@@ -179,5 +179,5 @@ def restore(s: SavedScheduler, state: dict) -> list[dict]:
     for d in state["inflight"]:
         st = prompt_state_from_dict(d, s.prompts.get(d["prompt_id"]), s.algo.positive_threshold)
         s.inflight[(st.cohort, st.prompt.prompt_id)] = st
-    s.ready = []
+    s.ready.clear()
     return state["work"]

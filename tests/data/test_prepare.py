@@ -175,7 +175,7 @@ def test_offline_pass_rates_seed_the_difficulty_memory(tmp_path):
                                   "data.id_field=id", "algo.name=grpo"])
     train, _ = load_splits(cfg.data, CharTok())
     s = WorkScheduler(train.prompts, cfg.algo, batch_prompts=2, prompt_order="hardest_first")
-    first = {entry[3].prompt_id for entry in s.ready}  # cohort 0: the work items ready to lease
+    first = {item.prompt_id for item in s.ready}  # cohort 0: the work items ready to lease
     assert first == {"p1", "p3"}
     est = s.estimator.estimate("p1")
     assert est == pytest.approx((8 * 0.0625 + 1.0) / (8 + 1.0 + 16.0))  # prior worth algo.prior_weight samples
