@@ -23,7 +23,7 @@ def _take(pos: Sequence[T], neg: Sequence[T], n: int, target_pos: int) -> list[T
         tp += extra
         short -= extra
         tn += min(short, len(neg) - tn)
-    return list(pos[:tp]) + list(neg[:tn])
+    return [*pos[:tp], *neg[:tn]]
 
 
 def balanced_downsample(pos: Sequence[T], neg: Sequence[T], n: int) -> list[T]:

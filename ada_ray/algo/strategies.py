@@ -66,20 +66,17 @@ class Strategy:
         (while the cohort's draw cap allows; at the cap the group is kept)."""
         return False
 
-    def _group(self, st: PromptState, kept: list[Sample], adv: list[float]) -> Group:
-        return Group(
-            prompt_id=st.prompt.prompt_id, prompt_ids=list(st.prompt.token_ids), samples=kept,
-            advantages=[float(a) for a in adv], cohort=st.cohort, pool_size=st.pool_size,
-            pool_positives=st.num_pos, rounds=st.rounds_done, exit_fired=self.exit_fired(st),
-            round0_rewards=list(st.round0_rewards), difficulty=st.prompt.difficulty,
-        )
+    def _group(self, st: PromptState, kept: list[Sample], adv: list[float], exit_fired: bool) -> Group:
+        p = st.prompt
+        return Group(p.prompt_id, list(p.token_ids), kept, [float(a) for a in adv], st.cohort, st.pool_size,
+                     st.num_pos, st.rounds_done, exit_fired, list(st.round0_rewards), p.difficulty)
 
 
 class GRPO(Strategy):
     def finalize(self, st: PromptState) -> Group:
         kept = st.pool  # every sample, a view: built only where read
         adv = group_advantages(list(st.rewards), effective_norm_adv_by_std(self.algo))
-        return self._group(st, kept, adv)
+        return self._group(st, kept, adv, self.exit_fired(st))
 
 
 class DAPO(GRPO):
@@ -106,14 +103,15 @@ class AdaSeq(Strategy):
 
     def finalize(self, st: PromptState) -> Group:
         pos, neg = st.pos.indices, st.neg.indices  # downsampling picks pool indices: no Sample is built here
-        if self.exit_fired(st):
+        fired = self.exit_fired(st)
+        if fired:
             kept = st.view(balanced_downsample(pos, neg, self.algo.n))
         else:
             kept = st.view(unfinished_downsample(pos, neg, self.algo.n, self.rule.kind))
         adv = pool_advantages(kept.rewards, len(pos), st.pool_size,
                               norm_by_std=effective_norm_adv_by_std(self.algo),
                               inverse_p_weight=self.algo.inverse_p_weight)
-        return self._group(st, kept, adv)
+        return self._group(st, kept, adv, fired)
 
 
 class AdaBudget(AdaSeq):
@@ -188,7 +186,7 @@ class AdaEst(Strategy):
     def finalize(self, st: PromptState) -> Group:
         kept = st.pool
         adv = est_advantages(list(st.rewards), st.num_pos, self.algo.est_residual_weight)
-        return self._group(st, kept, adv)
+        return self._group(st, kept, adv, self.exit_fired(st))
 
 
 STRATEGIES: dict[str, type[Strategy]] = {
