@@ -33,7 +33,8 @@ them; a lease's: feeder and ride, the round trip of a call that brought work, an
 (ride: a report's too, the combined call's); probe,
 the asking call's, answered at once), the round trip of a lease the queue answers at once (`lease_answer_*`: a
 probe in a process of its own asking for no work every PROBE_EVERY_S the way the row's samplers reach the
-queue, i.e. what a sampler whose work is ready waits, without the wait for work), the queue process's CPU share, its memory per prompt (RSS after loading P prompts minus RSS after
+queue, i.e. what a sampler whose work is ready waits, without the wait for work; `probe=queue`: the queue
+itself even where the samplers use relays, the queue's own answer time without the relay's hop), the queue process's CPU share, its memory per prompt (RSS after loading P prompts minus RSS after
 loading one batch, over the difference in prompts), the driver's wait per cohort, and two checks:
 admission control (every trained sample came from a policy version >= cohort - max_staleness) and the
 accounting invariant after the queue stops. Each row runs with each payload transport asked for
@@ -151,12 +152,15 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
              max_items: int, batch: int, max_staleness: int, shards: int = 1, seed: int = 0,
              transport: str = "inline", completion_tokens: int = COMPLETION_TOKENS, relay: bool = False,
              lease_mode: str = "ride", finish: str = "together", step_ms: float = 20.0,
-             report_interval_ms: float = 0.0, queue_core: bool = False, probe_actor=None) -> dict:
+             report_interval_ms: float = 0.0, queue_core: bool = False, probe_actor=None,
+             probe_via: str = "relay") -> dict:
     """One (S, P, K) row: K queue shards (K = 1: the single PromptQueue) built as the Runtime builds them;
     `relay`: each sampler host reaches them through its own QueueRelays (one a shard), as a node's
     samplers do with sampler.queue_relay (a host stands for a node); `queue_core`: the shards on a core
     of their own while the row is measured, every other process of the bench on the others (core_pin.py);
-    `probe_actor`: the lease probe's process to reuse (LeaseProbe)."""
+    `probe_actor`: the lease probe's process to reuse (LeaseProbe); `probe_via`: "relay", the probe asks
+    the way the row's samplers do (through the first host's relay when they use relays), or "queue", it
+    asks the queue (shard 0) itself - the queue's own answer time, without the relay's hop."""
     from ada_ray.actors.queue_coordinator import build_queue
     from ada_ray.actors.queue_relay import QueueRelay
 
@@ -190,7 +194,8 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
     stale_violations = 0
     groups = 0
     step = 0
-    probe = LeaseProbe(relays[0][0] if relay else shard_handles[0], probe_actor)
+    via_relay = relay and probe_via == "relay"
+    probe = LeaseProbe(relays[0][0] if via_relay else shard_handles[0], probe_actor)
     pin = CorePin([r["pid"] for r in ray.get([h.resources.remote() for h in shard_handles], timeout=60)]
                   ) if queue_core else None
     try:
@@ -247,7 +252,7 @@ def run_pair(samplers: int, prompts: int, *, folder: Path, duration_s: float, se
         "lease_p99_all_ms": 1000 * percentile(lease_all, 0.99),
         # a lease answered at once (LeaseProbe), in steady state: what a sampler whose work is ready waits
         "lease_answer_p50_ms": 1000 * percentile(probed, 0.5), "lease_answer_p99_ms": 1000 * percentile(probed, 0.99),
-        "lease_probes": len(probed),
+        "lease_probes": len(probed), "probe_via": "relay" if via_relay else "queue",
         "report_p50_ms": 1000 * percentile(report, 0.5), "report_p99_ms": 1000 * percentile(report, 0.99),
         "batch": batch, "lease_calls": sum(o["lease_calls"] for o in outs), "empty_leases": sum(o["empty_leases"] for o in outs),
         "asks_on_reports": sum(o["asks_on_reports"] for o in outs),
@@ -333,7 +338,7 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
         max_items: int = 64, batch: int = 512, prompts_per_sampler: int = 16, shards: str = "1",
         seed: int = 0, transports: str = "inline,object_store", completion_tokens: int = COMPLETION_TOKENS,
         relays: str = "0", leases: str = "ride", finish: str = "together", step_ms: float = 20.0,
-        report_intervals: str = "0", queue_cores: str = "0") -> dict:
+        report_intervals: str = "0", queue_cores: str = "0", probe: str = "relay") -> dict:
     from ada_ray.driver import cluster as cl
 
     if smoke:
@@ -342,6 +347,8 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
     p_list = [int(x) for x in str(prompts).split(",")]
     k_list = [int(x) for x in str(shards).split(",")]
     qc_list = [_flag("queue_cores", x) for x in str(queue_cores).split(",")]
+    if probe not in ("relay", "queue"):
+        raise ValueError(f"bench scale probe: expected relay or queue, got {probe!r}")
     folder = out_dir / "scale_data"
     folder.mkdir(parents=True, exist_ok=True)
     loads = [{"rows_asked": p, **driver_load(p, folder)} for p in p_list]
@@ -371,7 +378,7 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
                                                  shards=k, seed=seed, transport=tr, completion_tokens=completion_tokens,
                                                  relay=rl not in _OFF, lease_mode=lm, finish=fm,
                                                  step_ms=step_ms, report_interval_ms=ri, queue_core=qc,
-                                                 probe_actor=probe_actor))
+                                                 probe_actor=probe_actor, probe_via=probe))
                             print(format_row(rows[-1]), file=sys.stderr, flush=True)  # progress; the table: stdout
     finally:
         if probe_actor is not None:
@@ -383,7 +390,7 @@ def run(out_dir: Path = Path("results"), smoke: bool = False, samplers: str = "8
                          "relays": str(relays).split(","), "leases": leases.split(","),
                          "finish": str(finish).split(","), "step_ms": step_ms,
                          "report_intervals_ms": [float(x) for x in str(report_intervals).split(",")],
-                         "queue_cores": qc_list,
+                         "queue_cores": qc_list, "probe": probe,
                          "algo": "ada_seq_balance"},
               "rows": rows, "driver_load": loads, "ray_call_floor": floor}
     write_result(out_dir, "scale", result)
@@ -470,7 +477,8 @@ def format_row(r: dict) -> str:
             + (f"{r['items_per_report_call']:.1f} items a report call, " if "items_per_report_call" in r else "") +
             "lease p50/p99 "
             f"{r['lease_p50_ms']:.1f}/{r['lease_p99_ms']:.1f} ms"
-            + (f" (answered at once {r['lease_answer_p50_ms']:.1f}/{r['lease_answer_p99_ms']:.1f})"
+            + (f" (answered at once {r['lease_answer_p50_ms']:.1f}/{r['lease_answer_p99_ms']:.1f}"
+               f"{', asked of the queue itself' if r.get('relay') and r.get('probe_via') == 'queue' else ''})"
                if "lease_answer_p99_ms" in r else "") +
             f", report p50/p99 {r['report_p50_ms']:.1f}/"
             f"{r['report_p99_ms']:.1f} ms, queue CPU {100 * r['queue_cpu_share']:.0f}% ({r['queue_us_per_item']:.0f} us/item), "

@@ -150,6 +150,7 @@ def test_bench_scale_smoke(ray_cluster, tmp_path):
         assert r["accounting_ok"] and r["stale_samples"] == 0  # admission control and accounting hold
         assert 0 < r["lease_p50_ms"] <= r["lease_p99_ms"] and r["queue_cpu_share"] > 0
         assert r["lease_probes"] > 0 and 0 < r["lease_answer_p50_ms"] <= r["lease_answer_p99_ms"]  # answered at once
+        assert r["probe_via"] == ("relay" if r["relay"] else "queue")  # the probe asks the way the samplers do
         if r["relay"]:  # the samplers' calls reached the queue through relays, combined
             assert r["queue_stats"]["relayed_calls"] > 0 and r["relay_reports_per_call"] >= 1
             assert r["relay_asks_per_call"] > 0  # a waiting ask goes out again in each long poll: may be < 1
@@ -172,6 +173,12 @@ def test_bench_scale_smoke(ray_cluster, tmp_path):
     r = scale.run_pair(4, 2000, folder=tmp_path / "scale_data", duration_s=2.0, service_ms=20.0, hosts=2, max_items=64,
                        batch=64, max_staleness=2, transport="object_store", lease_mode="probe", probe_actor=shared_probe)
     assert r["lease_probes"] > 0 and ray_cluster.get(shared_probe.ready.remote(), timeout=60)
+    # samplers through relays, the probe asking the queue itself (the queue's own answer time)
+    r = scale.run_pair(4, 2000, folder=tmp_path / "scale_data", duration_s=2.0, service_ms=20.0, hosts=2, max_items=64,
+                       batch=64, max_staleness=2, transport="object_store", relay=True, probe_actor=shared_probe,
+                       probe_via="queue")
+    assert r["relay"] and r["probe_via"] == "queue" and r["lease_probes"] > 0 and r["accounting_ok"]
+    assert r["queue_stats"]["relayed_calls"] > 0
     ray_cluster.kill(shared_probe)
     assert r["lease_mode"] == "probe" and r["accounting_ok"] and r["groups_trained"] > 0
     assert r["lease_calls"] > r["empty_leases"] == r["long_polls"] and r["asks_on_reports"] == 0
