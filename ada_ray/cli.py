@@ -204,7 +204,7 @@ BENCH_PARAMS = {"steps": int, "skip": int, "out": str, "smoke": lambda v: v.lowe
                 "sb_seeds": int, "transports": str, "completion_tokens": int,
                 "kill_at": int, "cases": str, "variants": str, "relays": str,
                 "leases": str, "finish": str, "step_ms": float, "report_intervals": str,
-                "queue_cores": str}
+                "queue_cores": str, "probe": str}
 
 
 def cmd_bench(argv: list[str]) -> int:
