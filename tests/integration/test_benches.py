@@ -174,11 +174,11 @@ def test_bench_scale_smoke(ray_cluster, tmp_path):
                        batch=64, max_staleness=2, transport="object_store", lease_mode="probe", probe_actor=shared_probe)
     assert r["lease_probes"] > 0 and ray_cluster.get(shared_probe.ready.remote(), timeout=60)
     # samplers through relays, the probe asking the queue itself (the queue's own answer time)
-    r = scale.run_pair(4, 2000, folder=tmp_path / "scale_data", duration_s=2.0, service_ms=20.0, hosts=2, max_items=64,
-                       batch=64, max_staleness=2, transport="object_store", relay=True, probe_actor=shared_probe,
-                       probe_via="queue")
-    assert r["relay"] and r["probe_via"] == "queue" and r["lease_probes"] > 0 and r["accounting_ok"]
-    assert r["queue_stats"]["relayed_calls"] > 0
+    via_queue = scale.run_pair(4, 2000, folder=tmp_path / "scale_data", duration_s=2.0, service_ms=20.0, hosts=2,
+                               max_items=64, batch=64, max_staleness=2, transport="object_store", relay=True,
+                               probe_actor=shared_probe, probe_via="queue")
+    assert via_queue["relay"] and via_queue["probe_via"] == "queue" and via_queue["lease_probes"] > 0
+    assert via_queue["accounting_ok"] and via_queue["queue_stats"]["relayed_calls"] > 0
     ray_cluster.kill(shared_probe)
     assert r["lease_mode"] == "probe" and r["accounting_ok"] and r["groups_trained"] > 0
     assert r["lease_calls"] > r["empty_leases"] == r["long_polls"] and r["asks_on_reports"] == 0
