@@ -45,9 +45,9 @@ class PromptState:
         self._starts.append(base)
         self._rounds.append(samples)
         self.rewards.extend(rewards)
-        thr = self.threshold  # the one place a sample is called positive: reward > threshold
-        self._pos += [i for i, r in enumerate(rewards, base) if r > thr]
-        self._neg += [i for i, r in enumerate(rewards, base) if not r > thr]
+        thr, pos, neg = self.threshold, self._pos, self._neg
+        for i, r in enumerate(rewards, base):  # the one place a sample is called positive: reward > threshold
+            (pos if r > thr else neg).append(i)
         return rewards
 
     def add_round(self, samples: Sequence[Sample]) -> None:

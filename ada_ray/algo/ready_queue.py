@@ -18,11 +18,6 @@ from typing import Callable, Iterator
 from ada_ray.algo.types import WorkItem
 
 
-def lane_of(item: WorkItem) -> tuple[int, int]:
-    """(cohort, 0 for a next round of a prompt in flight | 1 for a new prompt's first round)."""
-    return item.cohort, 0 if item.round > 0 else 1
-
-
 class ReadyQueue:
     """Ready work items; `pop` gives them in work order (module docstring)."""
 
@@ -34,7 +29,7 @@ class ReadyQueue:
         self._n = 0
 
     def push(self, item: WorkItem) -> None:
-        key = (item.cohort, 0 if item.round > 0 else 1)
+        key = (item.cohort, 0 if item.round > 0 else 1)  # a next round of a prompt in flight (0) before a new prompt (1)
         lane = self._lanes.get(key)
         if lane is None:
             lane = self._lanes[key] = deque()
