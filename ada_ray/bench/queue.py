@@ -66,12 +66,13 @@ def per_item_split(prompts: int = 100_000, batch: int = 1024, steps: int = 12, i
     """Microseconds of queue CPU per work item, by part, in process (no Ray), for Seq-balance work with
     object-store samples (metadata and a payload row, as the default transport reports them): each
     item one SampleBlock of columns (`blocks`, as the sampler reports now) or one Sample object a
-    sample (before). The heap is frozen after loading and the young generation's threshold raised, as the
-    PromptQueue actor does (`settle_heap`)."""
+    sample (before). The heap is frozen after loading and the young generation's threshold raised, and
+    what survived a step frozen as each cohort is taken, as the PromptQueue actor does (`settle_heap`,
+    `freeze_survivors`)."""
     import gc
     import pickle
 
-    from ada_ray.actors.prompt_queue import settle_heap
+    from ada_ray.actors.prompt_queue import freeze_survivors, settle_heap
     from ada_ray.algo.payloads import remote_report
     from ada_ray.algo.types import PayloadBatch, WorkBatch
 
@@ -115,6 +116,7 @@ def per_item_split(prompts: int = 100_000, batch: int = 1024, steps: int = 12, i
             samples_total += row
             while s.cohort_status(step) == "ready":
                 res = timed("take_cohort", s.take_cohort, step)
+                timed("take_cohort", freeze_survivors)  # as PromptQueue.wait_cohort does
                 timed("cohort_pickle", pickle.dumps, res)
                 step += 1
                 timed("open_cohort", s.set_version, step)  # the version moves: the next cohort opens

@@ -53,3 +53,29 @@ def test_queue_state_is_frozen_at_start_and_after_a_load(unfreeze):
     asyncio.run(fresh.load_state_dict(state))
     assert new_memory and not _tracked(fresh.sched.estimator)
     assert asyncio.run(fresh.accounting())["items_ok"]
+
+
+def test_what_survives_a_step_is_frozen_when_its_cohort_is_handed_out(unfreeze):
+    """The next cohorts' prompts in flight, made while cohort 0 ran, are out of the collector's reach once
+    cohort 0 is taken (they would age into the oldest generation and be walked by every full collection)."""
+    cfg = to_dict(load_config("ada_seq_balance", ["trainer.batch_prompts=2", "trainer.total_steps=10",
+                                                  "trainer.max_staleness=1", "algo.n=2"]))
+    q = PromptQueue.__ray_actor_class__(_prompts(12), cfg)
+
+    async def cohort_zero():
+        while True:
+            items = await q.lease("s0", 1)  # one at a time: cohort 1 is still in flight when 0 is done
+            for it in items:
+                samples = [Sample(it.prompt_id, [5, 2], [-0.1, -0.2], float(i % 2), it.version)
+                           for i in range(it.num_samples)]
+                assert await q.report_many("s0", [(it.item_id, samples)]) == [True]
+            if q.sched.cohort_status(0) == "ready":
+                gc.unfreeze()  # what the run made so far is tracked again, as it would be without the freeze
+                states = list(q.sched.inflight.values())
+                assert states and all(_tracked(st) for st in states)
+                result = await q.wait_cohort(0, 1.0)
+                return result, states
+
+    result, states = asyncio.run(cohort_zero())
+    assert result.index == 0 and len(result.groups) == 2
+    assert not any(_tracked(st) for st in states)  # cohort 1's prompts in flight: frozen with the take
