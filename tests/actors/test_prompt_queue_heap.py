@@ -63,7 +63,7 @@ def test_what_survives_a_step_is_frozen_when_its_cohort_is_handed_out(unfreeze):
     q = PromptQueue.__ray_actor_class__(_prompts(12), cfg)
 
     async def cohort_zero():
-        while True:
+        for _ in range(100):  # 12 prompts' worth of rounds at most; a queue that never finishes cohort 0 fails
             items = await q.lease("s0", 1)  # one at a time: cohort 1 is still in flight when 0 is done
             for it in items:
                 samples = [Sample(it.prompt_id, [5, 2], [-0.1, -0.2], float(i % 2), it.version)
@@ -75,6 +75,7 @@ def test_what_survives_a_step_is_frozen_when_its_cohort_is_handed_out(unfreeze):
                 assert states and all(_tracked(st) for st in states)
                 result = await q.wait_cohort(0, 1.0)
                 return result, states
+        raise AssertionError("cohort 0 never became ready")
 
     result, states = asyncio.run(cohort_zero())
     assert result.index == 0 and len(result.groups) == 2
