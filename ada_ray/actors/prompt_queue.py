@@ -61,7 +61,7 @@ def freeze_survivors() -> None:
     difficulty memory's new entries) leaves the collector's reach too (gc.freeze moves lists, it walks
     nothing). Without it those objects age into the oldest generation, and each full collection walked
     them all: at 1M prompts, B = 16,384, 0.1-0.6 s a collection; with it the queue's CPU at 1M prompts /
-    256 samplers / relays went 47-51 -> 41-45 µs an item (BENCHMARKS.md). The scheduler makes no reference
+    256 samplers / relays went 47-51 -> 38-47 µs an item (BENCHMARKS.md). The scheduler makes no reference
     cycles (a 1,000-step loop leaves no garbage for a full collection), so what is frozen is freed by
     reference counting as before; bench soak watches the queue's memory."""
     gc.freeze()
